@@ -1,0 +1,303 @@
+"""Job-level protocol shared by every S3 committer: one completion path for all of them.
+
+Seed 000 ("The Netflix Staging committer", "Commit logic"): job commit completes the pending
+uploads of the committed task attempts in parallel, O(files / threads), and never renames.
+DESIGN section 4: replace completes first and deletes last, so a failed completion rolls back
+with the old data untouched; cleanup is scoped to this job's uploads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import CommitError, PendingSetError, S3CommitError
+from ..formats import PendingSet, PendingUpload, iostatistics, success_document
+from ..paths import SUCCESS_MARKER
+from ..protocol import Committer, JobContext, JobOutcome
+from ..store import S3Store
+from ..store.s3 import multipart_etag
+from .conflict import DirectoryConflict
+
+
+class S3Committer(Committer):
+    """Driver side of the S3 committers; subclasses decide how tasks produce uploads."""
+
+    conflict_class: type[DirectoryConflict] = DirectoryConflict
+
+    def __init__(self, job: JobContext) -> None:
+        super().__init__(job)
+        self.location = job.location
+        self.conflict = self.conflict_class(job.conflict_mode)
+        threads = max(job.options.threads, job.options.upload_threads)
+        self.store = S3Store(job.settings, pool_size=threads + 4)
+
+    # -- paths of this job's hidden metadata --------------------------------------------------
+    @property
+    def job_prefix(self) -> str:
+        return self.location.job_prefix(self.job.job_id)
+
+    def pendingset_key(self, attempt_id: str) -> str:
+        return f"{self.job_prefix}tasks/{attempt_id}.pendingset"
+
+    def save_pendingset(self, pendingset: PendingSet) -> None:
+        """Persisted as well as returned, so an abort after a driver crash can find uploads."""
+        # The statistics include the PUT that saves them, the one request they cannot observe.
+        counters = self.store.counters.snapshot()
+        counters["PutObject"] = counters.get("PutObject", 0) + 1
+        pendingset.iostatistics = iostatistics(counters)
+        body = pendingset.to_json().encode()
+        self.store.put(self.location.bucket, self.pendingset_key(pendingset.taskAttemptId), body)
+
+    # -- job setup ----------------------------------------------------------------------------
+    def setup_job(self) -> None:
+        self.store.check_bucket(self.location.bucket)
+        self.conflict.check_job(self.store, self.location)
+
+    # -- job commit ---------------------------------------------------------------------------
+    def load_messages(self, messages: list[str]) -> list[PendingSet]:
+        """Validate every pendingset; one destination key may be written by one task only."""
+        loaded, owners = [], {}
+        for message in messages:
+            pendingset = PendingSet.from_json(message)
+            pendingset.validate(self.job.job_id, self.location.bucket, self.location.dir_prefix)
+            for commit in pendingset.commits:
+                other = owners.setdefault(commit.destinationKey, pendingset.taskId)
+                if other != pendingset.taskId:
+                    raise PendingSetError(
+                        f"tasks {other} and {pendingset.taskId} both wrote "
+                        f"{commit.destinationKey!r}"
+                    )
+            loaded.append(pendingset)
+        return loaded
+
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        started = time.monotonic()
+        try:
+            pendingsets = self.load_messages(messages)
+        except PendingSetError:
+            self.abort_job(messages)
+            raise
+        commits = [c for p in pendingsets for c in p.commits]
+        partitions = {self._partition_path(c) for c in commits}
+        new_keys = {c.destinationKey for c in commits}
+
+        mark = time.monotonic()
+        try:
+            replaced = [
+                o.key
+                for o in self.conflict.replaced_objects(self.store, self.location, partitions)
+                if o.key not in new_keys
+            ]
+        except S3CommitError:
+            self.abort_job(messages)
+            raise
+        phases["conflict_resolution"] = time.monotonic() - mark
+
+        mark = time.monotonic()
+        etags = self._complete_all(commits, messages)
+        phases["complete_uploads"] = time.monotonic() - mark
+
+        mark = time.monotonic()
+        if replaced:
+            try:
+                self.store.delete_keys(self.location.bucket, replaced)
+            except S3CommitError as exc:
+                self.cleanup(messages, committed={c.uploadId for c in commits})
+                raise CommitError(
+                    f"job {self.job.job_id}: the new files are visible at {self.location.url()} "
+                    f"but deleting the {len(replaced)} replaced objects failed ({exc}); old and "
+                    "new data are both visible. Delete the replaced objects by hand or rerun "
+                    "the job in 'replace' mode."
+                ) from exc
+        phases["replace_delete"] = time.monotonic() - mark
+
+        files = [self._file_entry(c, etags[c.uploadId]) for c in commits]
+        requests = self._request_counts(pendingsets)
+        phases["job_commit"] = time.monotonic() - started
+        success = self._success(files, sorted(partitions), replaced, phases, requests, commits)
+        mark = time.monotonic()
+        if self.job.options.mark_successful_jobs:
+            body = json.dumps(success, indent=2, ensure_ascii=False).encode()
+            self.store.put(
+                self.location.bucket, self.location.key(SUCCESS_MARKER), body, "application/json"
+            )
+        self.cleanup(messages, committed={c.uploadId for c in commits})
+        phases["success_and_cleanup"] = time.monotonic() - mark
+        return JobOutcome(files, success, phases, self._request_counts(pendingsets))
+
+    def _partition_path(self, commit: PendingUpload) -> str:
+        relpath = self.location.relative(commit.destinationKey)
+        return relpath.rsplit("/", 1)[0] if "/" in relpath else ""
+
+    def _complete_all(self, commits: list[PendingUpload], messages: list[str]) -> dict[str, str]:
+        """Complete every upload in parallel; on any failure roll back and raise."""
+        results: dict[str, str] = {}
+        failures: list[tuple[PendingUpload, BaseException]] = []
+
+        def complete(commit: PendingUpload) -> None:
+            try:
+                etag = self.store.complete(
+                    commit.bucket, commit.destinationKey, commit.uploadId, commit.etags
+                )
+                expected = multipart_etag(commit.etags)
+                if expected is not None and etag != expected:
+                    raise CommitError(
+                        f"{commit.destinationKey!r} completed with ETag {etag}, expected {expected}"
+                    )
+                if self.job.options.validate_output:
+                    info = self.store.head(commit.bucket, commit.destinationKey)
+                    if info is None or info.size != commit.length:
+                        raise CommitError(
+                            f"{commit.destinationKey!r} has size "
+                            f"{info.size if info else 'missing'}, the task wrote {commit.length}"
+                        )
+                results[commit.uploadId] = etag
+            except BaseException as exc:  # collected, then rolled back below
+                failures.append((commit, exc))
+
+        with ThreadPoolExecutor(self.job.options.threads, "s3commit-complete") as pool:
+            list(pool.map(complete, commits))
+        if not failures:
+            return results
+        completed = [c.destinationKey for c in commits if c.uploadId in results]
+        rollback_error = None
+        try:
+            if completed:
+                self.store.delete_keys(self.location.bucket, completed)
+            self.abort_job(messages)
+        except S3CommitError as exc:
+            rollback_error = exc
+        commit, cause = failures[0]
+        state = (
+            "Nothing became visible and the existing data is untouched."
+            if rollback_error is None
+            else f"Rolling back failed too ({rollback_error}): files of job {self.job.job_id} "
+            f"may be visible; delete keys containing {self.job.job_id} and abort its uploads."
+        )
+        raise CommitError(
+            f"job {self.job.job_id}: completing {commit.destinationKey!r} failed ({cause}); "
+            f"{len(failures)} of {len(commits)} uploads failed and the job was rolled back. "
+            f"{state}"
+        ) from cause
+
+    def _file_entry(self, commit: PendingUpload, etag: str) -> dict[str, Any]:
+        return {
+            "path": self.location.url(commit.destinationKey),
+            "key": commit.destinationKey,
+            "size": commit.length,
+            "rows": commit.rows,
+            "partition": commit.partition,
+            "etag": etag,
+            "task": commit.taskId,
+        }
+
+    def _request_counts(self, pendingsets: list[PendingSet]) -> dict[str, int]:
+        """Driver requests plus the requests of every committed task attempt."""
+        totals = dict(self.store.counters.snapshot())
+        for pendingset in pendingsets:
+            for op, n in pendingset.iostatistics.get("counters", {}).items():
+                totals[op] = totals.get(op, 0) + n
+        return dict(sorted(totals.items()))
+
+    def _success(self, files, partitions, replaced, phases, requests, commits) -> dict[str, Any]:
+        total_bytes = sum(c.length for c in commits)
+        metrics = {
+            "committer_commits_completed": len(commits),
+            "committer_bytes_committed": total_bytes,
+            "committer_bytes_uploaded": total_bytes,
+            "committer_jobs_completed": 1,
+            "committer_tasks_completed": len({c.taskId for c in commits}),
+            "objects_deleted": len(replaced),
+            **{f"requests.{op}": n for op, n in requests.items()},
+        }
+        return success_document(
+            committer=self.name,
+            job_id=self.job.job_id,
+            job_id_source=self.job.job_id_source,
+            description=f"s3commit_sdk {self.name} committer",
+            filenames=["/" + f["key"] for f in files],
+            metrics=metrics,
+            diagnostics={
+                "destination": self.location.url(),
+                "conflict-mode": self.job.conflict_mode,
+                "format": self.job.format,
+                **{k: str(v) for k, v in self.job.options.public().items()},
+            },
+            extra={
+                "destination": self.location.url(),
+                "conflictMode": self.job.conflict_mode,
+                "format": self.job.format,
+                "partitionBy": list(self.job.partition_by),
+                "files": [{k: v for k, v in f.items() if k != "path"} for f in files],
+                "partitions": [p for p in partitions if p],
+                "replacedObjects": len(replaced),
+                "rows": sum(c.rows for c in commits),
+                "bytes": total_bytes,
+                "bytesUploaded": total_bytes,
+                "durations": {k: round(v, 6) for k, v in phases.items()},
+                "requests": requests,
+            },
+        )
+
+    # -- abort and cleanup --------------------------------------------------------------------
+    def cleanup(self, messages: list[str], committed: set[str]) -> None:
+        """Abort this job's uploads that were not committed, then drop its hidden metadata.
+
+        Uploads are found three ways: the commit messages, the persisted pendingsets of
+        attempts whose messages never arrived (failed or speculative losers), and a listing of
+        pending uploads whose keys carry the job UUID (or all of them, if asked).
+        """
+        bucket = self.location.bucket
+        received = _parse_quietly(messages)
+        known_attempts = {p.taskAttemptId for p in received}
+        hidden = [o.key for o in self.store.list_objects(bucket, self.job_prefix)]
+        persisted = [
+            pendingset
+            for key in hidden
+            if key.endswith(".pendingset") and _attempt_of(key) not in known_attempts
+            for pendingset in _parse_quietly([self.store.get(bucket, key)])
+        ]
+        targets: dict[str, str] = {}
+        for pendingset in received + persisted:
+            for commit in pendingset.commits:
+                if (
+                    commit.uploadId not in committed
+                    and commit.bucket == bucket
+                    and commit.destinationKey.startswith(self.location.dir_prefix)
+                ):
+                    targets[commit.uploadId] = commit.destinationKey
+        scope_all = self.job.options.abort_pending_uploads == "all"
+        for upload in self.store.list_pending(bucket, self.location.dir_prefix):
+            if upload.upload_id in committed:
+                continue
+            if scope_all or self.job.job_id in upload.key:
+                targets[upload.upload_id] = upload.key
+        if targets:
+            with ThreadPoolExecutor(self.job.options.threads, "s3commit-abort") as pool:
+                list(
+                    pool.map(
+                        lambda item: self.store.abort(bucket, item[1], item[0]), targets.items()
+                    )
+                )
+        if hidden:
+            self.store.delete_keys(bucket, hidden)
+
+    def abort_job(self, messages: list[str]) -> None:
+        self.cleanup(messages, committed=set())
+
+
+def _attempt_of(key: str) -> str:
+    return key.rsplit("/", 1)[-1].removesuffix(".pendingset")
+
+
+def _parse_quietly(messages: list[str | bytes]) -> list[PendingSet]:
+    found = []
+    for message in messages:
+        try:
+            found.append(PendingSet.from_json(message))
+        except PendingSetError:
+            continue
+    return found

@@ -1,0 +1,114 @@
+"""The staging committers: "directory" and "partitioned" (seed 002, Netflix's s3committer).
+
+Seed 000 ("The Netflix Staging committer"): tasks write to a local directory; task commit
+uploads each file as a multipart upload that it does not complete and returns the list of
+pending uploads (the pendingset); job commit completes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from ..formats import PendingSet, PendingUpload
+from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
+from .conflict import PartitionConflict
+from .s3_job import S3Committer
+
+
+class LocalDirSink(OutputSink):
+    """Files under the task attempt's private buffer directory (mode 0700)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def open(self, relpath: str) -> pa.NativeFile:
+        path = os.path.join(self.root, relpath)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        return pa.OSFile(path, "wb")
+
+
+class DirectoryStagingCommitter(S3Committer):
+    name = "directory"
+
+    def __init__(self, job) -> None:
+        super().__init__(job)
+        self._lock = threading.Lock()
+        self._initiated: list[tuple[str, str]] = []
+
+    def attempt_dir(self, task: TaskAttemptContext) -> str:
+        return os.path.join(self.job.options.buffer_dir, self.job.job_id, task.attempt_id)
+
+    def setup_task(self, task: TaskAttemptContext) -> OutputSink:
+        root = self.attempt_dir(task)
+        shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
+        os.makedirs(os.path.dirname(root), mode=0o700, exist_ok=True)
+        os.makedirs(root, mode=0o700)
+        return LocalDirSink(root)
+
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+        partitions = {f.relpath.rsplit("/", 1)[0] if "/" in f.relpath else "" for f in files}
+        self.conflict.check_task(self.store, self.location, partitions)
+        root = self.attempt_dir(task)
+        part_size = self.job.options.multipart_size
+        with ThreadPoolExecutor(self.job.options.upload_threads, "s3commit-upload") as pool:
+            commits = [self._upload(pool, task, root, f, part_size) for f in files]
+            for commit, etag_futures in commits:
+                commit.etags = [future.result() for future in etag_futures]
+        pendingset = PendingSet(
+            jobId=self.job.job_id,
+            taskId=task.task_id,
+            taskAttemptId=task.attempt_id,
+            commits=[commit for commit, _ in commits],
+        )
+        self.save_pendingset(pendingset)
+        shutil.rmtree(root, ignore_errors=True)
+        return pendingset.to_json()
+
+    def _upload(self, pool, task, root: str, written: WrittenFile, part_size: int):
+        """Initiate one upload and queue its parts; the upload is never completed here."""
+        key = self.location.key(written.relpath)
+        upload_id = self.store.initiate(self.location.bucket, key)
+        with self._lock:
+            self._initiated.append((key, upload_id))
+        path = os.path.join(root, written.relpath)
+        size = os.path.getsize(path)
+        offsets = range(0, size, part_size) if size else [0]
+
+        def send(number: int, offset: int) -> str:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                body = handle.read(part_size)
+            return self.store.upload_part(self.location.bucket, key, upload_id, number, body)
+
+        futures = [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
+        commit = PendingUpload(
+            uri=self.location.url(key),
+            bucket=self.location.bucket,
+            destinationKey=key,
+            uploadId=upload_id,
+            etags=[],
+            length=size,
+            rows=written.rows,
+            partition=written.partition,
+            jobId=self.job.job_id,
+            taskId=task.task_id,
+        )
+        return commit, futures
+
+    def abort_task(self, task: TaskAttemptContext) -> None:
+        """Delete the local data and abort every upload this attempt initiated."""
+        shutil.rmtree(self.attempt_dir(task), ignore_errors=True)
+        with self._lock:
+            initiated, self._initiated = self._initiated, []
+        for key, upload_id in initiated:
+            self.store.abort(self.location.bucket, key, upload_id)
+
+
+class PartitionedStagingCommitter(DirectoryStagingCommitter):
+    name = "partitioned"
+    conflict_class = PartitionConflict

@@ -1,0 +1,44 @@
+"""In-process engine: pandas DataFrames and pyarrow Tables, one thread per task.
+
+Same committers, same protocol as on Spark; used for small data and fast protocol tests.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from ..protocol import JobContext, execute_task
+
+BATCH_ROWS = 65_536
+
+
+def to_arrow(data) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    return pa.Table.from_pandas(data, preserve_index=False)
+
+
+def run_local_tasks(table: pa.Table, job: JobContext) -> list[str]:
+    """Slice the table into tasks, run them on a pool, retry each up to its attempt limit."""
+    tasks = job.options.tasks or max(1, min(os.cpu_count() or 2, table.num_rows))
+    step = max(1, math.ceil(table.num_rows / tasks))
+
+    def run(partition: int) -> str:
+        rows = table.slice(partition * step, step)
+        for attempt in range(job.options.task_max_attempts):
+            try:
+                batches = rows.to_batches(max_chunksize=BATCH_ROWS)
+                return execute_task(job, partition, attempt, batches, table.schema)
+            except Exception:
+                if attempt + 1 == job.options.task_max_attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    with ThreadPoolExecutor(tasks, "s3commit-task") as pool:
+        return list(pool.map(run, range(tasks)))

@@ -1,0 +1,156 @@
+"""Commit metadata as JSON: ``.pending``, ``.pendingset`` and ``_SUCCESS``.
+
+Field names follow Hadoop's S3A ``SinglePendingCommit`` / ``PendingSet`` / ``SuccessData``
+(reference/hadoop-committers-facts.md) so their readers understand ours; loading validates
+strictly, because a tampered pendingset must never complete an upload outside the job.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import PendingSetError
+
+PENDING_VERSION = 2
+PENDINGSET_VERSION = 2
+SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+SUCCESS_FILENAMES_CAP = 100  # Hadoop's cap on ``filenames``; ``files`` lists them all.
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise PendingSetError(what)
+
+
+@dataclass
+class PendingUpload:
+    """One uncompleted multipart upload of one output file (Hadoop's ``.pending``)."""
+
+    uri: str
+    bucket: str
+    destinationKey: str
+    uploadId: str
+    etags: list[str]
+    length: int
+    rows: int
+    partition: dict[str, Any]
+    jobId: str
+    taskId: str
+    created: int = field(default_factory=lambda: int(time.time() * 1000))
+    version: int = PENDING_VERSION
+
+    def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
+        key = self.destinationKey
+        _require(self.version == PENDING_VERSION, f"unknown .pending version {self.version!r}")
+        _require(bool(self.uploadId), f"upload of {key!r} has no upload id")
+        _require(self.jobId == job_id, f"upload of {key!r} belongs to job {self.jobId!r}")
+        _require(self.bucket == bucket, f"upload of {key!r} targets bucket {self.bucket!r}")
+        _require(
+            isinstance(key, str) and key.startswith(dir_prefix) and len(key) > len(dir_prefix),
+            f"upload key {key!r} does not lie under the destination {dir_prefix!r}",
+        )
+        _require(".." not in key.split("/"), f"upload key {key!r} contains '..'")
+        _require(isinstance(self.length, int) and self.length >= 0, f"bad length for {key!r}")
+        _require(isinstance(self.rows, int) and self.rows >= 0, f"bad row count for {key!r}")
+        _require(
+            isinstance(self.etags, list)
+            and len(self.etags) >= 1
+            and all(isinstance(e, str) and e for e in self.etags),
+            f"upload of {key!r} has an empty or missing part ETag",
+        )
+
+
+@dataclass
+class PendingSet:
+    """Every pending upload of one task attempt (Hadoop's ``.pendingset``)."""
+
+    jobId: str
+    taskId: str
+    taskAttemptId: str
+    commits: list[PendingUpload]
+    iostatistics: dict[str, Any] = field(default_factory=dict)
+    version: int = PENDINGSET_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PendingSet:
+        try:
+            raw = json.loads(text)
+            _require(isinstance(raw, dict), "a pendingset must be a JSON object")
+            commits = [PendingUpload(**c) for c in raw.pop("commits")]
+            return cls(commits=commits, **raw)
+        except PendingSetError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise PendingSetError(f"malformed pendingset: {exc}") from exc
+
+    def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
+        _require(self.version == PENDINGSET_VERSION, f"unknown pendingset version {self.version!r}")
+        _require(self.jobId == job_id, f"pendingset belongs to job {self.jobId!r}, not {job_id!r}")
+        keys = set()
+        for commit in self.commits:
+            commit.validate(job_id, bucket, dir_prefix)
+            _require(
+                commit.destinationKey not in keys,
+                f"two uploads in one pendingset target {commit.destinationKey!r}",
+            )
+            keys.add(commit.destinationKey)
+
+
+def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
+    """Hadoop's IOStatistics shape with only counters filled in."""
+    return {
+        "counters": dict(counters),
+        "gauges": {},
+        "minimums": {},
+        "maximums": {},
+        "meanstatistics": {},
+    }
+
+
+def success_document(
+    *,
+    committer: str,
+    job_id: str,
+    job_id_source: str,
+    description: str,
+    filenames: list[str],
+    metrics: dict[str, int],
+    diagnostics: dict[str, str],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``_SUCCESS`` JSON: Hadoop's SuccessData fields, then ours (Hadoop ignores extras)."""
+    now = datetime.now(timezone.utc)
+    return {
+        "name": SUCCESS_NAME,
+        "timestamp": int(now.timestamp() * 1000),
+        "date": now.strftime("%a %b %d %H:%M:%S UTC %Y"),
+        "hostname": socket.gethostname(),
+        "committer": committer,
+        "description": description,
+        "jobId": job_id,
+        "jobIdSource": job_id_source,
+        "filenames": filenames[:SUCCESS_FILENAMES_CAP],
+        "metrics": metrics,
+        "diagnostics": diagnostics,
+        "iostatistics": iostatistics(metrics),
+        "success": True,
+        **extra,
+    }
+
+
+def parse_success(body: bytes) -> dict[str, Any] | None:
+    """The parsed ``_SUCCESS``; None for the 0-byte marker of the classic committer."""
+    if not body.strip():
+        return None
+    doc = json.loads(body)
+    if not isinstance(doc, dict) or doc.get("name") != SUCCESS_NAME:
+        raise PendingSetError("_SUCCESS is not a SuccessData JSON document")
+    return doc

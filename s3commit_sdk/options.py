@@ -1,0 +1,158 @@
+"""Committer options: names mirror Hadoop's ``fs.s3a.committer.*`` keys without the prefix.
+
+Spark conf keys ``spark.hadoop.fs.s3a.committer.<name>`` set defaults; ``options=`` wins.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .errors import InvalidArgumentError, UnknownOptionError
+
+CONFLICT_MODES = ("fail", "append", "replace")
+MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PARTS = 10_000
+SPARK_CONF_PREFIX = "spark.hadoop.fs.s3a.committer."
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.I)
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidArgumentError(f"option {name!r} must be true or false, got {value!r}")
+
+
+def parse_int(name: str, value: Any, minimum: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"option {name!r} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise InvalidArgumentError(f"option {name!r} must be at least {minimum}, got {number}")
+    return number
+
+
+def parse_size(name: str, value: Any) -> int:
+    """Bytes, or Hadoop-style sizes such as ``64M``."""
+    match = _SIZE.match(str(value))
+    if not match:
+        raise InvalidArgumentError(f"option {name!r} must be a size like 67108864 or 64M")
+    scale = 1024 ** " kmgt".index(match[2].lower() or " ")
+    size = int(match[1]) * scale
+    if size < MIN_PART_SIZE:
+        raise InvalidArgumentError(
+            f"option {name!r} is {size} bytes; S3 needs parts of at least 5 MiB (5M)"
+        )
+    return size
+
+
+def parse_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise InvalidArgumentError(f"option {name!r} must be one of {', '.join(choices)}")
+    return text
+
+
+def _text(name: str, value: Any) -> str:
+    return str(value)
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """Resolved options of one job. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
+
+    threads: int = 32
+    upload_threads: int = 4
+    conflict_mode: str | None = None
+    unique_filenames: bool = True
+    abort_pending_uploads: str = "job"
+    buffer_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "s3commit"))
+    multipart_size: int = 64 * 1024 * 1024
+    mark_successful_jobs: bool = True
+    max_records_per_file: int = 0
+    validate_output: bool = False
+    retry_mode: str = "standard"
+    retry_max_attempts: int = 5
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    profile: str | None = None
+    tasks: int = 0
+    task_max_attempts: int = 1
+
+    def public(self) -> dict[str, Any]:
+        """The options as written into ``_SUCCESS``: credentials left out."""
+        hidden = {"access_key", "secret_key", "session_token"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+
+
+# option name -> (dataclass field, parser)
+_PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "threads": ("threads", lambda n, v: parse_int(n, v, 1)),
+    "upload.threads": ("upload_threads", lambda n, v: parse_int(n, v, 1)),
+    "staging.conflict-mode": (
+        "conflict_mode",
+        lambda n, v: parse_choice(n, v, CONFLICT_MODES),
+    ),
+    "staging.unique-filenames": ("unique_filenames", parse_bool),
+    "abort.pending.uploads": (
+        "abort_pending_uploads",
+        lambda n, v: parse_choice(n, v, ("job", "all")),
+    ),
+    "buffer.dir": ("buffer_dir", _text),
+    "multipart.size": ("multipart_size", parse_size),
+    "marksuccessfuljobs": ("mark_successful_jobs", parse_bool),
+    "max_records_per_file": ("max_records_per_file", lambda n, v: parse_int(n, v, 0)),
+    "validate.output": ("validate_output", parse_bool),
+    "retry.mode": ("retry_mode", lambda n, v: parse_choice(n, v, ("standard", "adaptive"))),
+    "retry.max-attempts": ("retry_max_attempts", lambda n, v: parse_int(n, v, 1)),
+    "endpoint": ("endpoint", _text),
+    "region": ("region", _text),
+    "access.key": ("access_key", _text),
+    "secret.key": ("secret_key", _text),
+    "session.token": ("session_token", _text),
+    "profile": ("profile", _text),
+    "tasks": ("tasks", lambda n, v: parse_int(n, v, 1)),
+    "task.max-attempts": ("task_max_attempts", lambda n, v: parse_int(n, v, 1)),
+}
+OPTION_NAMES = tuple(sorted(_PARSERS))
+
+
+def resolve_options(
+    options: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None = None
+) -> CommitOptions:
+    """Validate ``options`` over ``defaults`` (e.g. from Spark conf); unknown names raise."""
+    values: dict[str, Any] = {}
+    for source in (defaults or {}, options or {}):
+        for raw_name, value in source.items():
+            name = raw_name.removeprefix("fs.s3a.committer.")
+            if name not in _PARSERS:
+                raise UnknownOptionError(
+                    f"unknown option {raw_name!r}; known options: {', '.join(OPTION_NAMES)}"
+                )
+            attr, parser = _PARSERS[name]
+            values[attr] = parser(name, value)
+    return CommitOptions(**values)
+
+
+def spark_conf_defaults(conf_items: Mapping[str, str]) -> dict[str, str]:
+    """Options from ``spark.hadoop.fs.s3a.committer.*`` keys we know; others are Hadoop's."""
+    found = {}
+    for key, value in conf_items.items():
+        name = key.removeprefix(SPARK_CONF_PREFIX)
+        if key.startswith(SPARK_CONF_PREFIX) and name in _PARSERS:
+            found[name] = value
+    return found

@@ -1,0 +1,170 @@
+"""The commit protocol, independent of the engine that runs the tasks.
+
+Seed 003 ("The commit protocols of Hadoop and Spark"): the driver sets the job up, every task
+attempt writes, then commits or aborts; the driver commits the job with the commit messages of
+exactly one successful attempt per task, or aborts it. Engines only supply ``run_tasks``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import S3CommitError, TaskFailedError, from_task_failure
+from .options import CommitOptions
+from .paths import S3Location
+from .store import S3Settings
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Everything a task needs to know about its job; pickled to the executors."""
+
+    location: S3Location
+    committer: str
+    conflict_mode: str
+    partition_by: tuple[str, ...]
+    format: str
+    options: CommitOptions
+    settings: S3Settings
+    job_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    job_id_source: str = "generated"
+
+
+@dataclass(frozen=True)
+class TaskAttemptContext:
+    job: JobContext
+    partition: int
+    attempt: int
+
+    @property
+    def task_id(self) -> str:
+        return f"task_{self.partition:05d}"
+
+    @property
+    def attempt_id(self) -> str:
+        return f"{self.task_id}_{self.attempt}"
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file a task wrote: path relative to the destination, rows and partition values."""
+
+    relpath: str
+    rows: int
+    size: int
+    partition: dict[str, str | None]
+
+
+@dataclass
+class JobOutcome:
+    """What job commit produced, for the result and the ``_SUCCESS`` report."""
+
+    files: list[dict[str, Any]]
+    success: dict[str, Any]
+    phases: dict[str, float]
+    requests: dict[str, int]
+
+
+class Committer(ABC):
+    """One committer instance per job (driver) or per task attempt (executor)."""
+
+    name: str
+
+    def __init__(self, job: JobContext) -> None:
+        self.job = job
+
+    @abstractmethod
+    def setup_job(self) -> None: ...
+
+    @abstractmethod
+    def setup_task(self, task: TaskAttemptContext) -> OutputSink: ...
+
+    @abstractmethod
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+        """Make the attempt's output committable; return the commit message (JSON)."""
+
+    @abstractmethod
+    def abort_task(self, task: TaskAttemptContext) -> None: ...
+
+    @abstractmethod
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome: ...
+
+    @abstractmethod
+    def abort_job(self, messages: list[str]) -> None: ...
+
+
+class OutputSink(ABC):
+    """Where a task's writers put file bytes: local staging files, or upload streams."""
+
+    @abstractmethod
+    def open(self, relpath: str) -> pa.NativeFile: ...
+
+
+def execute_task(
+    job: JobContext,
+    partition: int,
+    attempt: int,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema | None = None,
+) -> str:
+    """One task attempt: write, then commit, or abort on any failure (and re-raise)."""
+    from .committers import make_committer
+    from .writers import write_task_output
+
+    task = TaskAttemptContext(job, partition, attempt)
+    committer = make_committer(job)
+    sink = committer.setup_task(task)
+    try:
+        files = write_task_output(job, task, batches, sink, schema)
+        return committer.commit_task(task, files)
+    except BaseException:
+        committer.abort_task(task)
+        raise
+
+
+RunTasks = Callable[[JobContext], list[str]]
+
+
+def execute_job(job: JobContext, run_tasks: RunTasks) -> JobOutcome:
+    """Set up, run every task through the engine, then commit, or abort and raise typed."""
+    from .committers import make_committer
+
+    committer = make_committer(job)
+    phases: dict[str, float] = {}
+    started = time.monotonic()
+    committer.setup_job()
+    phases["job_setup"] = time.monotonic() - started
+    messages: list[str] = []
+    try:
+        mark = time.monotonic()
+        messages = run_tasks(job)
+        phases["tasks"] = time.monotonic() - mark
+    except BaseException as exc:
+        committer.abort_job(messages)
+        if isinstance(exc, S3CommitError):
+            raise
+        typed = from_task_failure(exc)
+        if typed is not None:
+            raise typed from exc
+        if isinstance(exc, Exception):
+            raise TaskFailedError(
+                f"job {job.job_id} failed in a task and was aborted; nothing became visible "
+                f"at {job.location.url()}. Cause: {_first_line(exc)}"
+            ) from exc
+        raise
+    return committer.commit_job(messages, phases)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:500]
+    return text.splitlines()[0][:500]
