@@ -92,6 +92,18 @@ class S3Sandbox:
             **kwargs,
         )
 
+    def arrow_fs(self):
+        """A pyarrow S3 filesystem on this endpoint, for reading output back."""
+        from pyarrow import fs
+
+        return fs.S3FileSystem(
+            endpoint_override=self.endpoint,
+            access_key=DUMMY_ENV["AWS_ACCESS_KEY_ID"],
+            secret_key=DUMMY_ENV["AWS_SECRET_ACCESS_KEY"],
+            region=DUMMY_ENV["AWS_REGION"],
+            allow_bucket_creation=False,
+        )
+
     def stop(self) -> None:
         for key, value in self._saved_env.items():
             if value is None:
@@ -128,6 +140,7 @@ def local_spark(master: str = "local[2]", app_name: str = "s3commit-sandbox", **
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
     )

@@ -115,18 +115,29 @@ class S3Committer(Committer):
         phases["replace_delete"] = time.monotonic() - mark
 
         files = [self._file_entry(c, etags[c.uploadId]) for c in commits]
-        requests = self._request_counts(pendingsets)
-        phases["job_commit"] = time.monotonic() - started
-        success = self._success(files, sorted(partitions), replaced, phases, requests, commits)
         mark = time.monotonic()
+        self.cleanup(messages, committed={c.uploadId for c in commits})
+        phases["cleanup"] = time.monotonic() - mark
+        phases["job_commit"] = time.monotonic() - started
+        requests = self._request_counts(pendingsets)
         if self.job.options.mark_successful_jobs:
-            body = json.dumps(success, indent=2, ensure_ascii=False).encode()
+            requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
+        success = self._success(files, sorted(partitions), replaced, phases, requests, commits)
+        if self.job.options.mark_successful_jobs:
+            self._write_success(success)
+        return JobOutcome(files, success, phases, requests)
+
+    def _write_success(self, success: dict[str, Any]) -> None:
+        body = json.dumps(success, indent=2, ensure_ascii=False).encode()
+        try:
             self.store.put(
                 self.location.bucket, self.location.key(SUCCESS_MARKER), body, "application/json"
             )
-        self.cleanup(messages, committed={c.uploadId for c in commits})
-        phases["success_and_cleanup"] = time.monotonic() - mark
-        return JobOutcome(files, success, phases, self._request_counts(pendingsets))
+        except S3CommitError as exc:
+            raise CommitError(
+                f"job {self.job.job_id} committed every file at {self.location.url()}, but "
+                f"writing _SUCCESS failed ({exc}): the data is complete, the marker is missing"
+            ) from exc
 
     def _partition_path(self, commit: PendingUpload) -> str:
         relpath = self.location.relative(commit.destinationKey)

@@ -1,0 +1,118 @@
+"""Shared fixtures: one moto S3 server process and one Spark session per test session.
+
+Every test that writes gets its own destination prefix (``dest``); after the test the fixture
+asserts that no multipart upload is left pending under that prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+from s3commit_sdk.sandbox import S3Sandbox, local_spark  # noqa: E402
+
+BUCKET = "test-bucket"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """The moto server process on 127.0.0.1, with its endpoint exported to boto3."""
+    with S3Sandbox(bucket=BUCKET) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="session")
+def s3(s3_server):
+    """A plain boto3 client for assertions (not the SDK's store)."""
+    return s3_server.client()
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server):
+    """Real Spark, ``local[2,3]``: two cores, a failed task is retried (3 attempts)."""
+    session = local_spark("local[2,3]", app_name="s3commit-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def pending_uploads(s3, prefix: str) -> list[dict]:
+    return s3.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
+
+
+def list_keys(s3, prefix: str) -> list[str]:
+    keys, token = [], None
+    while True:
+        kwargs = {
+            "Bucket": BUCKET,
+            "Prefix": prefix,
+            **({"ContinuationToken": token} if token else {}),
+        }
+        page = s3.list_objects_v2(**kwargs)
+        keys += [o["Key"] for o in page.get("Contents", [])]
+        token = page.get("NextContinuationToken")
+        if not token:
+            return sorted(keys)
+
+
+def visible_keys(s3, prefix: str) -> list[str]:
+    """Keys a reader would see: no hidden path segment below the prefix."""
+    rel = len(prefix)
+    return [
+        k
+        for k in list_keys(s3, prefix)
+        if not any(seg[:1] in "_." for seg in k[rel:].split("/") if seg)
+    ]
+
+
+class Dest:
+    """A fresh destination prefix in the test bucket."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix  # no trailing slash
+        self.url = f"s3://{BUCKET}/{prefix}"
+        self.dir = prefix + "/"
+
+
+@pytest.fixture
+def dest(s3, request):
+    name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:60]
+    d = Dest(f"t/{name}-{uuid.uuid4().hex[:8]}")
+    yield d
+    leaked = pending_uploads(s3, d.dir)
+    assert leaked == [], f"pending uploads left under {d.dir}: {[u['Key'] for u in leaked]}"
+
+
+def read_back(s3_server, prefix: str, fmt: str = "parquet") -> list[tuple]:
+    """Every row at the destination through pyarrow's S3 filesystem, as sorted string tuples."""
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(
+        f"{BUCKET}/{prefix}",
+        filesystem=s3_server.arrow_fs(),
+        format=fmt,
+        partitioning=ds.HivePartitioning.discover(infer_dictionary=False),
+    )
+    return rows_of(dataset.to_table())
+
+
+def rows_of(table, columns: list[str] | None = None) -> list[tuple]:
+    columns = columns or sorted(table.column_names)
+    data = table.select(columns).to_pylist()
+    return sorted(tuple(None if r[c] is None else str(r[c]) for c in columns) for r in data)
+
+
+def download(s3, prefix: str, target) -> str:
+    """Copy every object under a prefix to a local directory, for readers that need a path."""
+    for key in list_keys(s3, prefix + "/"):
+        path = target / key[len(prefix) + 1 :]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    return str(target)
