@@ -40,6 +40,19 @@ class _JsonLinesWriter:
         pass
 
 
+class _OrcWriter:
+    """pyarrow's ORC writer takes tables; give it the batch interface of the others."""
+
+    def __init__(self, sink: pa.NativeFile) -> None:
+        self._writer = paorc.ORCWriter(sink, compression="snappy")
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self._writer.write(pa.Table.from_batches([batch]))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 def _json_default(value: object) -> object:
     if hasattr(value, "isoformat"):
         return value.isoformat()
@@ -52,7 +65,7 @@ def _open_format_writer(fmt: str, sink: pa.NativeFile, schema: pa.Schema):
     if fmt == "parquet":
         return pq.ParquetWriter(sink, schema, compression="snappy")
     if fmt == "orc":
-        return paorc.ORCWriter(sink, compression="snappy")
+        return _OrcWriter(sink)
     if fmt == "csv":
         return pacsv.CSVWriter(sink, schema)
     if fmt == "json":

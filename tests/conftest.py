@@ -16,7 +16,7 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-from s3commit_sdk.sandbox import S3Sandbox, local_spark  # noqa: E402
+from s3commit_sdk.sandbox import S3Sandbox, local_spark
 
 BUCKET = "test-bucket"
 
@@ -106,7 +106,7 @@ def read_back(s3_server, prefix: str, fmt: str = "parquet") -> list[tuple]:
 def rows_of(table, columns: list[str] | None = None) -> list[tuple]:
     columns = columns or sorted(table.column_names)
     data = table.select(columns).to_pylist()
-    return sorted(tuple(None if r[c] is None else str(r[c]) for c in columns) for r in data)
+    return sorted(tuple("<null>" if r[c] is None else str(r[c]) for c in columns) for r in data)
 
 
 def download(s3, prefix: str, target) -> str:

@@ -9,6 +9,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import pandas as pd
 import pyarrow as pa
 
 from ..protocol import JobContext, execute_task
@@ -21,7 +22,9 @@ def to_arrow(data) -> pa.Table:
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
-    return pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, pd.DataFrame):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"{type(data).__name__} is neither a DataFrame nor an Arrow table")
 
 
 def run_local_tasks(table: pa.Table, job: JobContext) -> list[str]:

@@ -1,0 +1,87 @@
+"""Bad input raises a typed error before anything is uploaded; store errors name the bucket."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import BUCKET, list_keys, pending_uploads
+
+import s3commit_sdk
+from s3commit_sdk import (
+    InvalidArgumentError,
+    InvalidPathError,
+    S3CommitError,
+    StoreError,
+    UnknownOptionError,
+    write_committed,
+)
+
+DATA = pd.DataFrame({"id": [1, 2, 3], "day": ["a", "b", "b"]})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"committer": "rename"}, InvalidArgumentError, "unknown committer"),
+        ({"options": {"no.such.option": 1}}, UnknownOptionError, "no.such.option"),
+        ({"options": {"fs.s3a.committer.threadz": 1}}, UnknownOptionError, "threadz"),
+        ({"options": {"threads": "many"}}, InvalidArgumentError, "integer"),
+        ({"options": {"multipart.size": "1M"}}, InvalidArgumentError, "5 MiB"),
+        ({"options": {"abort.pending.uploads": "some"}}, InvalidArgumentError, "job, all"),
+        ({"conflict_mode": "overwrite"}, InvalidArgumentError, "conflict_mode"),
+        (
+            {"conflict_mode": "fail", "options": {"staging.conflict-mode": "replace"}},
+            InvalidArgumentError,
+            "contradicts",
+        ),
+        ({"partition_by": ["missing"]}, InvalidArgumentError, "missing"),
+        ({"partition_by": ["id", "day"]}, InvalidArgumentError, "every column"),
+        ({"partition_by": ["day", "day"]}, InvalidArgumentError, "twice"),
+        ({"format": "avro"}, InvalidArgumentError, "unknown format"),
+    ],
+)
+def test_bad_arguments_raise_value_errors_and_upload_nothing(s3, dest, kwargs, error, words):
+    with pytest.raises(error, match=words) as info:
+        write_committed(DATA, dest.url, **kwargs)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, S3CommitError)
+    assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []
+
+
+@pytest.mark.parametrize(
+    "path", ["s3://", "s3:///prefix", "bucket/prefix", "/tmp/out", "gs://b/x", "s3://b/a//c", ""]
+)
+def test_bad_paths(s3_server, path):
+    with pytest.raises(InvalidPathError) as info:
+        write_committed(DATA, path)
+    assert isinstance(info.value, ValueError)
+
+
+def test_not_a_dataframe(s3, dest):
+    with pytest.raises(InvalidArgumentError, match="cannot write"):
+        write_committed(["not", "a", "frame"], dest.url)
+    assert list_keys(s3, dest.dir) == []
+
+
+def test_spark_argument_errors_raise_before_any_task(spark, s3, dest):
+    df = spark.createDataFrame(DATA)
+    with pytest.raises(InvalidArgumentError, match="missing"):
+        write_committed(df, dest.url, partition_by=["missing"])
+    assert list_keys(s3, dest.dir) == []
+
+
+def test_missing_bucket_names_the_bucket(s3_server, s3):
+    with pytest.raises(StoreError, match="no-such-bucket-xyz") as info:
+        write_committed(DATA, "s3://no-such-bucket-xyz/out")
+    assert "does not exist" in str(info.value)
+    assert isinstance(info.value, S3CommitError) and not isinstance(info.value, ValueError)
+
+
+def test_unreachable_endpoint_is_a_store_error(s3_server):
+    options = {"endpoint": "http://127.0.0.1:9", "retry.max-attempts": 1}
+    with pytest.raises(StoreError, match=BUCKET):
+        write_committed(DATA, f"s3://{BUCKET}/x", options=options)
+
+
+def test_errors_exported_from_package_top_level():
+    for name in ("ConflictError", "CommitError", "InvalidPathError", "ConcurrentCommitError"):
+        assert issubclass(getattr(s3commit_sdk, name), S3CommitError)
