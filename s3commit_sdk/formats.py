@@ -150,7 +150,10 @@ def parse_success(body: bytes) -> dict[str, Any] | None:
     """The parsed ``_SUCCESS``; None for the 0-byte marker of the classic committer."""
     if not body.strip():
         return None
-    doc = json.loads(body)
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise PendingSetError(f"_SUCCESS is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("name") != SUCCESS_NAME:
         raise PendingSetError("_SUCCESS is not a SuccessData JSON document")
     return doc

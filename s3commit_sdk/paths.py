@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from .errors import InvalidPathError
 
@@ -99,11 +102,35 @@ def partition_value_text(value: object) -> str | None:
         return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
     if isinstance(value, _dt.date):
         return value.isoformat()
-    if isinstance(value, float):
-        return repr(value) if value != int(value) or abs(value) >= 1e7 else f"{value:.1f}"
+    if isinstance(value, (float, np.floating)):
+        return java_float_text(value)
     if isinstance(value, decimal.Decimal):
         return str(value)
     return str(value)
+
+
+def java_float_text(value: float | np.floating) -> str:
+    """Java's ``Double.toString`` (``Float.toString`` for float32), which Spark's cast uses.
+
+    Shortest round-trip digits, plain between 1e-3 and 1e7, else ``d.dddE<exp>``.
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    shortest = decimal.Decimal(str(value) if isinstance(value, np.floating) else repr(value))
+    sign, digits, exponent = shortest.as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + exponent  # digits before the decimal point
+    prefix = "-" if sign else ""
+    if 1e-3 <= abs(value) < 1e7:
+        if point <= 0:
+            return f"{prefix}0.{'0' * -point}{text}"
+        whole, frac = text[:point].ljust(point, "0"), text[point:]
+        return f"{prefix}{whole}.{frac or '0'}"
+    return f"{prefix}{text[0]}.{text[1:] or '0'}E{point - 1}"
 
 
 def partition_dir(columns: list[str], values: list[object]) -> str:

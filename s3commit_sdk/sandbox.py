@@ -78,8 +78,12 @@ class S3Sandbox:
             for key, value in self.env.items():
                 self._saved_env[key] = os.environ.get(key)
                 os.environ[key] = value
-        if self.bucket:
-            self.client().create_bucket(Bucket=self.bucket)
+        try:
+            if self.bucket:
+                self.client().create_bucket(Bucket=self.bucket)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def client(self, **kwargs: Any):

@@ -173,11 +173,19 @@ def split_by_partition(
     ends = [*starts[1:], batch.num_rows]
     for start, end in zip(starts, ends, strict=True):
         rows = pa.array(order[start:end])
-        first = keys.slice(int(order[start]), 1).to_pylist()[0]
-        values = [first[c] for c in columns]
+        row = int(order[start])
+        values = [_scalar(keys.column(c), row) for c in columns]
         texts = [partition_value_text(v) or None for v in values]
         partition = dict(zip(columns, texts, strict=True))
         yield partition_dir(list(columns), values), partition, data.take(rows)
+
+
+def _scalar(column: pa.Array, row: int) -> object:
+    """A Python value; float32 stays float32 so it prints with float32's shortest digits."""
+    value = column[row].as_py()
+    if value is not None and pa.types.is_float32(column.type):
+        return np.float32(value)
+    return value
 
 
 def write_task_output(

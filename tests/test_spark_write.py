@@ -27,8 +27,7 @@ CITIES = ["Zürich", "東京", "New York", "a=b", "x/y", "100%", None, ""]
 
 def sample(spark, n: int = 200, partitions: int = 4):
     rows = [
-        (i, CITIES[i % len(CITIES)], dt.date(2026, 11, 1 + i % 3), f"note {i}")
-        for i in range(n)
+        (i, CITIES[i % len(CITIES)], dt.date(2026, 11, 1 + i % 3), f"note {i}") for i in range(n)
     ]
     return spark.createDataFrame(rows, SCHEMA).repartition(partitions)
 
@@ -185,7 +184,10 @@ def test_sibling_prefix_uploads_survive(spark, s3, dest):
         df = sample(spark, 40, 2)
         write_committed(df, ds1, partition_by=["day"])
         write_committed(
-            df, ds1, partition_by=["day"], conflict_mode="replace",
+            df,
+            ds1,
+            partition_by=["day"],
+            conflict_mode="replace",
             options={"abort.pending.uploads": "all"},
         )
         write_committed(df, ds1, committer="directory", conflict_mode="replace")

@@ -100,6 +100,12 @@ class DirectoryStagingCommitter(S3Committer):
         )
         return commit, futures
 
+    def cleanup(self, messages: list[str], committed: set[str]) -> None:
+        """Also drop what attempts killed mid-write left in this host's buffer directory."""
+        super().cleanup(messages, committed)
+        job_dir = os.path.join(self.job.options.buffer_dir, self.job.job_id)
+        shutil.rmtree(job_dir, ignore_errors=True)
+
     def abort_task(self, task: TaskAttemptContext) -> None:
         """Delete the local data and abort every upload this attempt initiated."""
         shutil.rmtree(self.attempt_dir(task), ignore_errors=True)

@@ -1,0 +1,274 @@
+"""Destination URLs and Hive-style partition directories, checked against Spark's own output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+
+import pytest
+
+from s3commit_sdk.errors import InvalidPathError, S3CommitError
+from s3commit_sdk.paths import (
+    HIVE_DEFAULT_PARTITION,
+    S3Location,
+    is_hidden,
+    parse_s3_url,
+    partition_dir,
+)
+
+# -- parse_s3_url ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("s3://bucket/tables/events", S3Location("s3", "bucket", "tables/events")),
+        ("s3a://bucket/tables/events", S3Location("s3a", "bucket", "tables/events")),
+        ("s3://bucket/tables/events/", S3Location("s3", "bucket", "tables/events")),
+        ("s3://bucket", S3Location("s3", "bucket", "")),
+        ("s3://bucket/", S3Location("s3", "bucket", "")),
+        ("s3://my-bucket.data/a b/Zürich", S3Location("s3", "my-bucket.data", "a b/Zürich")),
+    ],
+)
+def test_parse_s3_url_accepts(url, expected):
+    assert parse_s3_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3:///x",  # no bucket
+        "s3://",  # no bucket
+        "s3a:///x",
+        "/tmp/x",  # a local path
+        "gs://b/x",  # another store
+        "file:///x",
+        "hdfs://nn/x",
+        "s3://b/a//c",  # empty segment
+        "s3://b/a/../c",  # parent segment
+        "s3://b/..",
+        "s3://b/a/./c",
+        "",
+        "   ",
+    ],
+)
+def test_parse_s3_url_rejects(url):
+    with pytest.raises(InvalidPathError) as info:
+        parse_s3_url(url)
+    # InvalidPathError is an argument error: callers catching ValueError see it too.
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, S3CommitError)
+
+
+def test_parse_s3_url_rejection_messages_say_what_is_wrong():
+    with pytest.raises(ValueError, match="no bucket"):
+        parse_s3_url("s3:///x")
+    with pytest.raises(ValueError, match="scheme"):
+        parse_s3_url("gs://b/x")
+    with pytest.raises(ValueError, match="//"):
+        parse_s3_url("s3://b/a//c")
+    with pytest.raises(ValueError, match=r"\.\."):
+        parse_s3_url("s3://b/a/../c")
+
+
+def test_dir_prefix_has_trailing_slash_and_keeps_siblings_apart():
+    loc = parse_s3_url("s3://bucket/out/ds1")
+    assert loc.dir_prefix == "out/ds1/"
+    sibling = parse_s3_url("s3://bucket/out/ds10")
+    assert not sibling.key("part-0").startswith(loc.dir_prefix)
+    assert loc.key("a=1/part-0") == "out/ds1/a=1/part-0"
+    assert loc.relative("out/ds1/a=1/part-0") == "a=1/part-0"
+    with pytest.raises(InvalidPathError):
+        loc.relative("out/ds10/part-0")
+    # A destination at the bucket root has the empty prefix.
+    assert parse_s3_url("s3://bucket").dir_prefix == ""
+    assert parse_s3_url("s3a://bucket/x/").url() == "s3a://bucket/x"
+
+
+@pytest.mark.parametrize(
+    ("relpath", "hidden"),
+    [
+        ("part-0.parquet", False),
+        ("year=2024/part-0.parquet", False),
+        ("_SUCCESS", True),
+        (".part-0.crc", True),
+        ("__s3commit/job/journal.json", True),
+        ("__magic/job/x", True),
+        ("year=2024/_temporary/x", True),
+        ("year=2024/.hidden/x", True),
+        ("a_b/c.d", False),
+        ("year=2024/", False),
+    ],
+)
+def test_is_hidden(relpath, hidden):
+    assert is_hidden(relpath) is hidden
+
+
+# -- partition directories vs Spark ----------------------------------------------------------
+
+
+def _leaf_partition_dirs(root: str) -> set[str]:
+    """Relative paths of every directory Spark wrote a data file into."""
+    found = set()
+    for directory, _subdirs, files in os.walk(root):
+        if any(name.startswith("part-") for name in files):
+            found.add(os.path.relpath(directory, root))
+    return found
+
+
+def _assert_same_dirs(ours: set[str], spark_dirs: set[str]) -> None:
+    assert ours == spark_dirs, (
+        f"only ours: {sorted(ours - spark_dirs)}; only Spark's: {sorted(spark_dirs - ours)}"
+    )
+
+
+# A partition column whose name itself needs escaping.
+CITY = "city name=ü%"
+
+STRINGS = [
+    "plain",
+    "with space",
+    " leading and trailing ",
+    "Zürich",
+    "東京",
+    "emoji 😀",
+    "a=b",
+    "a/b",
+    "100%",
+    "a%2Fb",
+    "12:30:00",
+    "#tag",
+    "why?",
+    'say "hi"',
+    "it's",
+    "star*",
+    "back\\slash",
+    "{brace}",
+    "[bracket]",
+    "caret^",
+    "tab\there",
+    "ctrl\x01char",
+    "del\x7f",
+    "<lt>|gt",
+    "tilde~plus+amp&comma,semi;",
+    "_underscore",
+    ".dot",
+    None,
+    "",
+]
+
+
+def test_partition_dir_matches_spark(spark, tmp_path):
+    from pyspark.sql.types import (
+        BooleanType,
+        DateType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    ints = [0, -7, 2024, 2**31 - 1, None]
+    dates = [dt.date(2024, 2, 29), dt.date(1970, 1, 1), dt.date(9999, 12, 31), None]
+    bools = [True, False, None]
+    rows = [
+        (n, text, ints[n % len(ints)], dates[n % len(dates)], bools[n % len(bools)])
+        for n, text in enumerate(STRINGS)
+    ]
+    schema = StructType(
+        [
+            StructField("id", IntegerType()),
+            StructField(CITY, StringType()),
+            StructField("n", IntegerType()),
+            StructField("day", DateType()),
+            StructField("flag", BooleanType()),
+        ]
+    )
+    columns = [CITY, "n", "day", "flag"]
+    root = str(tmp_path / "out")
+    df = spark.createDataFrame(rows, schema).repartition(2)
+    df.write.partitionBy(*columns).parquet("file://" + root)
+
+    spark_dirs = _leaf_partition_dirs(root)
+    ours = {partition_dir(columns, list(row[1:])) for row in rows}
+    assert len(spark_dirs) == len(rows)  # every row is its own partition
+    _assert_same_dirs(ours, spark_dirs)
+    # Spark writes null and "" both as the default partition (two rows here).
+    defaults = [
+        d for d in spark_dirs if d.startswith(f"city name%3Dü%25={HIVE_DEFAULT_PARTITION}/")
+    ]
+    assert len(defaults) == 2, defaults
+
+
+def test_partition_dir_single_column_each_escaped_char_matches_spark(spark, tmp_path):
+    """One directory per ASCII character (and a few others), partitioned by a string column."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    chars = [chr(c) for c in range(1, 128)] + ["é", "ß", "中", "\u00a0", "\u2028"]
+    rows = [(n, f"x{ch}y") for n, ch in enumerate(chars)]
+    schema = StructType([StructField("id", IntegerType()), StructField("c", StringType())])
+    root = str(tmp_path / "chars")
+    spark.createDataFrame(rows, schema).coalesce(1).write.partitionBy("c").parquet("file://" + root)
+    spark_dirs = _leaf_partition_dirs(root)
+    assert len(spark_dirs) == len(rows)
+    _assert_same_dirs({partition_dir(["c"], [value]) for _, value in rows}, spark_dirs)
+
+
+def test_partition_dir_timestamps_and_decimals_match_spark(spark, tmp_path):
+    """Timestamps (session time zone UTC) and decimals as Arrow hands them over (column scale)."""
+    from pyspark.sql.types import (
+        DecimalType,
+        IntegerType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    utc = dt.timezone.utc
+    rows = [
+        (1, dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc), decimal.Decimal("1.50")),
+        (2, dt.datetime(2024, 1, 2, 3, 4, 5, 120000, tzinfo=utc), decimal.Decimal("-0.01")),
+        (3, dt.datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=utc), decimal.Decimal("100.00")),
+        (4, dt.datetime(2024, 1, 2, tzinfo=utc), decimal.Decimal("0.00")),
+        (5, None, None),
+    ]
+    schema = StructType(
+        [
+            StructField("id", IntegerType()),
+            StructField("ts", TimestampType()),
+            StructField("amount", DecimalType(10, 2)),
+        ]
+    )
+    root = str(tmp_path / "ts")
+    spark.createDataFrame(rows, schema).write.partitionBy("ts", "amount").parquet("file://" + root)
+    spark_dirs = _leaf_partition_dirs(root)
+    assert len(spark_dirs) == len(rows)
+    _assert_same_dirs({partition_dir(["ts", "amount"], list(row[1:])) for row in rows}, spark_dirs)
+
+
+def test_partition_dir_doubles_match_spark(spark, tmp_path):
+    """Spark renders doubles like Java (``1.0E7``, ``1.5E-5``), not like Python's repr."""
+    from pyspark.sql.types import DoubleType, IntegerType, StructField, StructType
+
+    values = [1.0, 0.1, -2.5, 0.001, 1e7, 9999999.0, 123456789.125, 1.5e-5, 1e21, None]
+    schema = StructType([StructField("id", IntegerType()), StructField("x", DoubleType())])
+    root = str(tmp_path / "dbl")
+    spark.createDataFrame(list(enumerate(values)), schema).write.partitionBy("x").parquet(
+        "file://" + root
+    )
+    spark_dirs = _leaf_partition_dirs(root)
+    assert len(spark_dirs) == len(values)
+    _assert_same_dirs({partition_dir(["x"], [v]) for v in values}, spark_dirs)
+
+
+def test_partition_dir_null_and_empty_are_default_partition():
+    assert partition_dir(["a", "b"], [None, ""]) == (
+        f"a={HIVE_DEFAULT_PARTITION}/b={HIVE_DEFAULT_PARTITION}"
+    )
+    assert partition_dir(["a=b", "c/d"], ["x/y", "1=2"]) == "a%3Db=x%2Fy/c%2Fd=1%3D2"
+    assert partition_dir(["flag", "n", "day"], [False, 0, dt.date(2024, 1, 5)]) == (
+        "flag=false/n=0/day=2024-01-05"
+    )
+    with pytest.raises(ValueError):
+        partition_dir(["a", "b"], ["only one"])

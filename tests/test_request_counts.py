@@ -1,0 +1,89 @@
+"""S3 requests per committed file are deterministic: count them by operation.
+
+Per file: 1 CreateMultipartUpload, ceil(size / part size) UploadPart, 1 CompleteMultipartUpload.
+Per task: 1 PutObject (its pendingset). Per job: HeadBucket, ListMultipartUploads, one listing
+of the job's hidden directory, one DeleteObjects for it, the _SUCCESS PutObject, plus the
+listings and deletes that conflict resolution needs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pandas as pd
+import pytest
+from conftest import BUCKET
+
+from s3commit_sdk import write_committed
+
+PART = 5 * 1024 * 1024
+
+
+def data() -> pd.DataFrame:
+    # two partitions; "big" holds ~12 MiB of incompressible bytes in one file (3 parts)
+    big = [os.urandom(1024 * 1024) for _ in range(12)]
+    small = [os.urandom(100) for _ in range(12)]
+    return pd.DataFrame({"blob": big + small, "part": ["big"] * 12 + ["small"] * 12})
+
+
+def expected(result, tasks: int, listings: int, deletes: int) -> dict[str, int]:
+    parts = sum(max(1, math.ceil(f.size / PART)) for f in result.files)
+    counts = {
+        "HeadBucket": 1,
+        "CreateMultipartUpload": len(result.files),
+        "UploadPart": parts,
+        "CompleteMultipartUpload": len(result.files),
+        "PutObject": tasks + 1,
+        "ListObjectsV2": 1 + listings,
+        "ListMultipartUploads": 1,
+        "DeleteObjects": 1 + deletes,
+    }
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("committer", "mode", "listings"),
+    [
+        ("directory", "fail", 1),  # job setup: is the destination empty?
+        ("directory", "append", 0),
+        ("partitioned", "fail", 2),  # task commit: one listing per partition written
+        ("partitioned", "append", 0),
+    ],
+)
+def test_counts_per_committed_file(s3, dest, committer, mode, listings):
+    options = {"tasks": 1, "multipart.size": "5M"}
+    result = write_committed(
+        data(),
+        dest.url,
+        committer=committer,
+        partition_by=["part"],
+        conflict_mode=mode,
+        options=options,
+    )
+    assert sorted(f.partition["part"] for f in result.files) == ["big", "small"]
+    assert result.requests == expected(result, tasks=1, listings=listings, deletes=0)
+    assert result.success["requests"] == result.requests
+    big = next(f for f in result.files if f.partition["part"] == "big")
+    assert big.size > 2 * PART  # really three parts
+    head = s3.head_object(Bucket=BUCKET, Key=big.key)
+    assert head["ETag"].endswith('-3"')
+
+
+@pytest.mark.parametrize(("committer", "listings"), [("directory", 1), ("partitioned", 2)])
+def test_counts_with_replace(s3, dest, committer, listings):
+    options = {"tasks": 2, "multipart.size": "5M"}
+    frame = data()
+    write_committed(frame, dest.url, committer=committer, partition_by=["part"], options=options)
+    result = write_committed(
+        frame,
+        dest.url,
+        committer=committer,
+        partition_by=["part"],
+        conflict_mode="replace",
+        options=options,
+    )
+    # replace lists the destination (directory) or each partition written (partitioned) once,
+    # then deletes the old files in one batch
+    assert result.requests == expected(result, tasks=2, listings=listings, deletes=1)
+    assert result.success["replacedObjects"] >= 2
