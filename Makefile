@@ -24,7 +24,7 @@ demo: setup
 	$(PY) -m s3commit_sdk.demo
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax
 
 lint: setup
 	$(VENV)/bin/ruff check s3commit_sdk tests

@@ -15,6 +15,7 @@ from s3commit_sdk import (
     UnknownOptionError,
     write_committed,
 )
+from s3commit_sdk.sandbox import S3Sandbox
 
 DATA = pd.DataFrame({"id": [1, 2, 3], "day": ["a", "b", "b"]})
 
@@ -74,6 +75,17 @@ def test_missing_bucket_names_the_bucket(s3_server, s3):
         write_committed(DATA, "s3://no-such-bucket-xyz/out")
     assert "does not exist" in str(info.value)
     assert isinstance(info.value, S3CommitError) and not isinstance(info.value, ValueError)
+
+
+def test_bad_credentials_name_the_bucket_and_the_cause(s3_server):
+    """A second moto server that enforces authentication refuses unknown keys."""
+    with S3Sandbox(
+        bucket=None, export=False, extra_env={"INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    ) as secured:
+        options = {"endpoint": secured.endpoint, "access.key": "nobody", "secret.key": "wrong"}
+        with pytest.raises(StoreError, match="locked-bucket") as info:
+            write_committed(DATA, "s3://locked-bucket/out", options=options)
+    assert "AWS_ACCESS_KEY_ID" in str(info.value)
 
 
 def test_unreachable_endpoint_is_a_store_error(s3_server):

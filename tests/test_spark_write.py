@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -144,12 +145,15 @@ def test_empty_partitioned_dataframe_writes_nothing_visible(spark, s3, dest):
     assert result.success["rows"] == 0
 
 
-def _fail_when(partition: int, attempts: tuple[int, ...]):
+def _fail_when(partition: int, attempts: tuple[int, ...], delay: float = 0.0):
+    """A UDF that fails the chosen attempts of one task, after ``delay`` seconds."""
+
     def check(value):
         from pyspark import TaskContext
 
         context = TaskContext.get()
         if context.partitionId() == partition and context.attemptNumber() in attempts:
+            time.sleep(delay)
             raise RuntimeError(f"injected failure in attempt {context.attemptNumber()}")
         return value
 
@@ -167,7 +171,8 @@ def test_task_failing_first_attempt_gives_exactly_once_output(spark, s3_server, 
 def test_task_failing_every_attempt_leaves_nothing(spark, s3, dest):
     # one existing object that must survive untouched
     s3.put_object(Bucket=BUCKET, Key=dest.dir + "day=2026-11-01/existing.parquet", Body=b"x")
-    df = sample(spark, 120, 3).withColumn("id", _fail_when(2, (0, 1, 2))("id"))
+    # the failing task is slow, so the other tasks have committed (uploads pending) by then
+    df = sample(spark, 120, 3).withColumn("id", _fail_when(2, (0, 1, 2), delay=1.0)("id"))
     with pytest.raises(TaskFailedError, match="injected failure"):
         write_committed(df, dest.url, partition_by=["day"], conflict_mode="replace")
     assert visible_keys(s3, dest.dir) == [dest.dir + "day=2026-11-01/existing.parquet"]
