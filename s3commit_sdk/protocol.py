@@ -7,6 +7,7 @@ exactly one successful attempt per task, or aborts it. Engines only supply ``run
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -20,6 +21,8 @@ from .errors import S3CommitError, TaskFailedError, from_task_failure
 from .options import CommitOptions
 from .paths import S3Location
 from .store import S3Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def execute_task(
         files = write_task_output(job, task, batches, sink, schema)
         return committer.commit_task(task, files)
     except BaseException:
-        committer.abort_task(task)
+        _best_effort(committer.abort_task, task, what=f"aborting {task.attempt_id}")
         raise
 
 
@@ -147,7 +150,7 @@ def execute_job(job: JobContext, run_tasks: RunTasks) -> JobOutcome:
         messages = run_tasks(job)
         phases["tasks"] = time.monotonic() - mark
     except BaseException as exc:
-        committer.abort_job(messages)
+        _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
         if isinstance(exc, S3CommitError):
             raise
         typed = from_task_failure(exc)
@@ -160,6 +163,14 @@ def execute_job(job: JobContext, run_tasks: RunTasks) -> JobOutcome:
             ) from exc
         raise
     return committer.commit_job(messages, phases)
+
+
+def _best_effort(action: Callable[..., None], *args: Any, what: str) -> None:
+    """Run a cleanup while another error propagates: log its failure, never mask the cause."""
+    try:
+        action(*args)
+    except Exception:
+        log.exception("%s failed; pending uploads may remain (lifecycle rules clean them)", what)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -234,3 +234,19 @@ def test_awkward_destination_paths(spark, s3_server, dest, suffix):
     again = write_committed(df, url, partition_by=["city"], conflict_mode="replace")
     assert read_back(s3_server, prefix) == expected_rows(df)
     assert again.success["replacedObjects"] == len(result.files)
+
+
+def test_spark_conf_sets_defaults_and_options_win(spark, dest):
+    key = "spark.hadoop.fs.s3a.committer.staging.unique-filenames"
+    spark.conf.set(key, "false")
+    spark.conf.set("spark.hadoop.fs.s3a.committer.name", "magic")  # Hadoop's own key: ignored
+    try:
+        by_conf = write_committed(sample(spark, 20, 1), dest.url + "/a")
+        by_option = write_committed(
+            sample(spark, 20, 1), dest.url + "/b", options={"staging.unique-filenames": True}
+        )
+    finally:
+        spark.conf.unset(key)
+        spark.conf.unset("spark.hadoop.fs.s3a.committer.name")
+    assert [f.key.rsplit("/", 1)[1] for f in by_conf.files] == ["part-00000-c000.snappy.parquet"]
+    assert all(by_option.job_id in f.key for f in by_option.files)
