@@ -44,6 +44,9 @@ class PendingUpload:
     created: int = field(default_factory=lambda: int(time.time() * 1000))
     version: int = PENDING_VERSION
 
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
     def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
         key = self.destinationKey
         _require(self.version == PENDING_VERSION, f"unknown .pending version {self.version!r}")

@@ -82,6 +82,7 @@ class CommitOptions:
     mark_successful_jobs: bool = True
     max_records_per_file: int = 0
     validate_output: bool = False
+    magic_cleanup: bool = True
     retry_mode: str = "standard"
     retry_max_attempts: int = 5
     endpoint: str | None = None
@@ -117,6 +118,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "marksuccessfuljobs": ("mark_successful_jobs", parse_bool),
     "max_records_per_file": ("max_records_per_file", lambda n, v: parse_int(n, v, 0)),
     "validate.output": ("validate_output", parse_bool),
+    "magic.cleanup": ("magic_cleanup", parse_bool),
     "retry.mode": ("retry_mode", lambda n, v: parse_choice(n, v, ("standard", "adaptive"))),
     "retry.max-attempts": ("retry_max_attempts", lambda n, v: parse_int(n, v, 1)),
     "endpoint": ("endpoint", _text),

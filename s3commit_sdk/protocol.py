@@ -109,6 +109,14 @@ class OutputSink(ABC):
     @abstractmethod
     def open(self, relpath: str) -> pa.NativeFile: ...
 
+    def finish(self, written: WrittenFile) -> None:
+        """Called once the file's stream is closed, with its rows and partition."""
+        return None
+
+    def abort(self, relpath: str) -> None:
+        """The writer failed mid-file: whatever was written must never become visible."""
+        return None
+
 
 def execute_task(
     job: JobContext,

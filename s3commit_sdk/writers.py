@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -145,12 +146,24 @@ class TaskOutputWriter:
         current.writer.close()
         size = current.stream.tell()
         current.stream.close()
-        self.files.append(WrittenFile(current.relpath, current.rows, size, current.partition))
+        written = WrittenFile(current.relpath, current.rows, size, current.partition)
+        self.sink.finish(written)
+        self.files.append(written)
 
     def close(self) -> list[WrittenFile]:
         for directory in list(self._open):
             self._close(directory)
         return self.files
+
+    def abort(self) -> None:
+        """Drop every open file unfinished; the sink makes sure none becomes visible."""
+        for directory in list(self._open):
+            current = self._open.pop(directory)
+            self.sink.abort(current.relpath)
+            with contextlib.suppress(Exception):
+                current.writer.close()  # release it now; the sink discards what it writes
+            with contextlib.suppress(Exception):
+                current.stream.close()
 
 
 def split_by_partition(
@@ -202,6 +215,7 @@ def write_task_output(
             writer.write(batch)
         if writer.is_empty and task.partition == 0 and not job.partition_by and schema:
             writer.write_empty(schema)
-    finally:
-        files = writer.close()
-    return files
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import BUCKET, pending_uploads, read_back, visible_keys
+from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import ConflictError, write_committed
 
@@ -47,16 +47,20 @@ def spark_or_none(engine, request):
     return request.getfixturevalue("spark") if engine == "spark" else None
 
 
+MODES = ("append", "replace")
+COMMITTERS = ("directory", "partitioned", "magic")
 EXPECTED = {
     ("directory", "append"): rows(pd.concat([FIRST, SECOND])),
     ("directory", "replace"): rows(SECOND),
     ("partitioned", "append"): rows(pd.concat([FIRST, SECOND])),
     ("partitioned", "replace"): rows(pd.concat([FIRST[FIRST.day == "d1"], SECOND])),
 }
+# the magic committer with partition_by has the partitioned committer's semantics
+EXPECTED.update({("magic", mode): EXPECTED[("partitioned", mode)] for mode in MODES})
 
 
-@pytest.mark.parametrize("committer", ["directory", "partitioned"])
-@pytest.mark.parametrize("mode", ["append", "replace"])
+@pytest.mark.parametrize("committer", COMMITTERS)
+@pytest.mark.parametrize("mode", MODES)
 def test_second_write(engine, spark_or_none, s3, s3_server, dest, committer, mode):
     first = write(engine, spark_or_none, FIRST, dest, committer=committer, conflict_mode=mode)
     assert first.rows == len(FIRST)
@@ -70,7 +74,7 @@ def test_second_write(engine, spark_or_none, s3, s3_server, dest, committer, mod
         assert all(after[k] == before[k] for k in first_keys)
     elif committer == "directory":
         assert not first_keys & set(after)
-    else:  # partitioned replace: d1 untouched (same keys, same ETags), d2 replaced
+    else:  # partitioned or magic replace: d1 untouched (same keys, same ETags), d2 replaced
         d1 = {k for k in before if "/day=d1/" in k}
         assert d1 and {k: after[k] for k in d1} == {k: before[k] for k in d1}
         assert not {k for k in before if "/day=d2/" in k} & set(after)
@@ -78,7 +82,7 @@ def test_second_write(engine, spark_or_none, s3, s3_server, dest, committer, mod
     assert set(after) == {f.key for f in second.files} | (set(before) & set(after))
 
 
-@pytest.mark.parametrize("committer", ["directory", "partitioned"])
+@pytest.mark.parametrize("committer", COMMITTERS)
 def test_fail_mode_into_empty_destination_succeeds(
     engine, spark_or_none, s3_server, dest, committer
 ):
@@ -87,28 +91,24 @@ def test_fail_mode_into_empty_destination_succeeds(
     assert result.success["conflictMode"] == "fail"
 
 
-@pytest.mark.parametrize("committer", ["directory", "partitioned"])
+@pytest.mark.parametrize("committer", COMMITTERS)
 def test_fail_mode_conflict(engine, spark_or_none, s3, s3_server, dest, committer):
     write(engine, spark_or_none, FIRST, dest, committer=committer, conflict_mode="fail")
     before = etags(s3, dest)
     with pytest.raises(ConflictError) as info:
         write(engine, spark_or_none, SECOND, dest, committer=committer, conflict_mode="fail")
-    if committer == "partitioned":
+    if committer != "directory":
         assert "day=d2" in str(info.value)
     assert etags(s3, dest) == before
     assert pending_uploads(s3, dest.dir) == []
-    assert [
-        k
-        for k in s3.list_objects_v2(Bucket=BUCKET, Prefix=dest.dir + "__s3commit/").get(
-            "Contents", []
-        )
-    ] == []
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []  # no hidden metadata left
 
 
-def test_partitioned_fail_only_checks_partitions_that_receive_data(
-    engine, spark_or_none, s3_server, dest
+@pytest.mark.parametrize("committer", ["partitioned", "magic"])
+def test_partition_fail_only_checks_partitions_that_receive_data(
+    engine, spark_or_none, s3_server, dest, committer
 ):
-    write(engine, spark_or_none, FIRST, dest, committer="partitioned", conflict_mode="fail")
+    write(engine, spark_or_none, FIRST, dest, committer=committer, conflict_mode="fail")
     new_day = frame({"d9": 5}, 5000)
-    write(engine, spark_or_none, new_day, dest, committer="partitioned", conflict_mode="fail")
+    write(engine, spark_or_none, new_day, dest, committer=committer, conflict_mode="fail")
     assert read_back(s3_server, dest.prefix) == rows(pd.concat([FIRST, new_day]))

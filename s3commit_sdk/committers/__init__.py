@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from ..errors import InvalidArgumentError
 from ..protocol import Committer, JobContext
+from .magic import MagicCommitter
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
 
 COMMITTERS: dict[str, type[Committer]] = {
     "directory": DirectoryStagingCommitter,
     "partitioned": PartitionedStagingCommitter,
+    "magic": MagicCommitter,
 }
 
 

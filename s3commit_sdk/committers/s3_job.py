@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from abc import abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,17 +31,25 @@ class S3Committer(Committer):
     def __init__(self, job: JobContext) -> None:
         super().__init__(job)
         self.location = job.location
-        self.conflict = self.conflict_class(job.conflict_mode)
+        self.conflict = self.make_conflict_policy()
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
 
-    # -- paths of this job's hidden metadata --------------------------------------------------
-    @property
-    def job_prefix(self) -> str:
-        return self.location.job_prefix(self.job.job_id)
+    def make_conflict_policy(self) -> DirectoryConflict:
+        return self.conflict_class(self.job.conflict_mode)
 
-    def pendingset_key(self, attempt_id: str) -> str:
-        return f"{self.job_prefix}tasks/{attempt_id}.pendingset"
+    # -- this job's hidden metadata: subclasses say where --------------------------------------
+    @property
+    @abstractmethod
+    def metadata_prefix(self) -> str:
+        """Hidden directory of this job's pendingsets; deleted at job end."""
+
+    @abstractmethod
+    def pendingset_key(self, pendingset: PendingSet) -> str: ...
+
+    @abstractmethod
+    def attempt_of(self, key: str) -> str | None:
+        """The task attempt that saved the metadata file ``key``; None to never read it."""
 
     def save_pendingset(self, pendingset: PendingSet) -> None:
         """Persisted as well as returned, so an abort after a driver crash can find uploads."""
@@ -49,7 +58,7 @@ class S3Committer(Committer):
         counters["PutObject"] = counters.get("PutObject", 0) + 1
         pendingset.iostatistics = iostatistics(counters)
         body = pendingset.to_json().encode()
-        self.store.put(self.location.bucket, self.pendingset_key(pendingset.taskAttemptId), body)
+        self.store.put(self.location.bucket, self.pendingset_key(pendingset), body)
 
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
@@ -257,29 +266,27 @@ class S3Committer(Committer):
     def cleanup(self, messages: list[str], committed: set[str]) -> None:
         """Abort this job's uploads that were not committed, then drop its hidden metadata.
 
-        Uploads are found three ways: the commit messages, the persisted pendingsets of
-        attempts whose messages never arrived (failed or speculative losers), and a listing of
-        pending uploads whose keys carry the job UUID (or all of them, if asked).
+        Uploads are found three ways: the commit messages, the metadata persisted by attempts
+        whose messages never arrived (failed or speculative losers), and a listing of pending
+        uploads whose keys carry the job UUID (or all of them, if asked).
         """
         bucket = self.location.bucket
         received = _parse_quietly(messages)
         known_attempts = {p.taskAttemptId for p in received}
-        hidden = [o.key for o in self.store.list_objects(bucket, self.job_prefix)]
-        persisted = [
-            pendingset
-            for key in hidden
-            if key.endswith(".pendingset") and _attempt_of(key) not in known_attempts
-            for pendingset in _parse_quietly([self.store.get(bucket, key)])
-        ]
+        hidden = [o.key for o in self.store.list_objects(bucket, self.metadata_prefix)]
+        commits = [c for p in received for c in p.commits]
+        for key in hidden:
+            attempt = self.attempt_of(key)
+            if attempt is not None and attempt not in known_attempts:
+                commits += load_commits_quietly(self.store.get(bucket, key))
         targets: dict[str, str] = {}
-        for pendingset in received + persisted:
-            for commit in pendingset.commits:
-                if (
-                    commit.uploadId not in committed
-                    and commit.bucket == bucket
-                    and commit.destinationKey.startswith(self.location.dir_prefix)
-                ):
-                    targets[commit.uploadId] = commit.destinationKey
+        for commit in commits:
+            if (
+                commit.uploadId not in committed
+                and commit.bucket == bucket
+                and commit.destinationKey.startswith(self.location.dir_prefix)
+            ):
+                targets[commit.uploadId] = commit.destinationKey
         scope_all = self.job.options.abort_pending_uploads == "all"
         for upload in self.store.list_pending(bucket, self.location.dir_prefix):
             if upload.upload_id in committed:
@@ -293,15 +300,29 @@ class S3Committer(Committer):
                         lambda item: self.store.abort(bucket, item[1], item[0]), targets.items()
                     )
                 )
-        if hidden:
+        if hidden and self.delete_metadata:
             self.store.delete_keys(bucket, hidden)
+
+    @property
+    def delete_metadata(self) -> bool:
+        return True
 
     def abort_job(self, messages: list[str]) -> None:
         self.cleanup(messages, committed=set())
 
 
-def _attempt_of(key: str) -> str:
-    return key.rsplit("/", 1)[-1].removesuffix(".pendingset")
+def load_commits_quietly(body: bytes) -> list[PendingUpload]:
+    """Uploads named by a ``.pendingset`` or a single ``.pending``; none if unreadable.
+
+    Unreadable metadata is skipped: its uploads are still found by the listing in cleanup.
+    """
+    try:
+        raw = json.loads(body)
+        if isinstance(raw, dict) and "commits" in raw:
+            return PendingSet.from_json(body).commits
+        return [PendingUpload(**raw)]
+    except (PendingSetError, ValueError, TypeError):
+        return []
 
 
 def _parse_quietly(messages: list[str | bytes]) -> list[PendingSet]:

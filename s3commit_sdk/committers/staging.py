@@ -40,6 +40,17 @@ class DirectoryStagingCommitter(S3Committer):
         self._lock = threading.Lock()
         self._initiated: list[tuple[str, str]] = []
 
+    @property
+    def metadata_prefix(self) -> str:
+        return self.location.job_prefix(self.job.job_id)
+
+    def pendingset_key(self, pendingset: PendingSet) -> str:
+        return f"{self.metadata_prefix}tasks/{pendingset.taskAttemptId}.pendingset"
+
+    def attempt_of(self, key: str) -> str | None:
+        name = key.rsplit("/", 1)[-1]
+        return name.removesuffix(".pendingset") if name.endswith(".pendingset") else None
+
     def attempt_dir(self, task: TaskAttemptContext) -> str:
         return os.path.join(self.job.options.buffer_dir, self.job.job_id, task.attempt_id)
 

@@ -1,0 +1,238 @@
+"""The magic committer: task output streams straight into multipart uploads left uncompleted.
+
+Seed 000 ("The Magic Committer", "Core concept: A new/modified output stream for delayed PUT
+commits"): a file written under ``__magic/.../__base/`` is uploaded to the destination path the
+``__base`` rule maps it to, but its upload is not completed; a ``.pending`` file records it.
+Task commit aggregates the attempt's uploads into ``<taskId>.pendingset``; job commit completes
+them through the same path as the staging committers. No local copy of the data is made.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pyarrow as pa
+
+from ..errors import InvalidPathError
+from ..formats import PendingSet, PendingUpload
+from ..paths import S3Location
+from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
+from ..store import S3Store
+from .conflict import DirectoryConflict, PartitionConflict
+from .s3_job import S3Committer, load_commits_quietly
+
+MAGIC_DIR = "__magic"
+BASE = "__base"
+#: parts that may wait for an upload thread; memory per task is bounded by
+#: multipart.size x (upload.threads + QUEUE_DEPTH) plus one filling buffer per open file
+QUEUE_DEPTH = 2
+
+
+def magic_to_final(location: S3Location, magic_key: str) -> str:
+    """The ``__base`` rule: everything below ``__base/`` is relative to the destination."""
+    marker = f"/{BASE}/"
+    if not magic_key.startswith(location.key(MAGIC_DIR + "/")) or marker not in magic_key:
+        raise InvalidPathError(f"{magic_key!r} is not a magic path under {location.url()}")
+    return location.key(magic_key.split(marker, 1)[1])
+
+
+class DelayedCompletionStream(io.RawIOBase):
+    """A writable stream into one multipart upload that it never completes.
+
+    Parts of ``part_size`` bytes go to a shared pool as soon as they fill; ``slots`` bounds how
+    many parts of the task may be queued or in flight, so memory does not grow with file size.
+    ``close()`` waits for the parts and records their ETags; ``abort()`` aborts the upload.
+    """
+
+    def __init__(
+        self,
+        store: S3Store,
+        bucket: str,
+        key: str,
+        part_size: int,
+        pool: ThreadPoolExecutor,
+        slots: threading.BoundedSemaphore,
+    ) -> None:
+        super().__init__()
+        self.store, self.bucket, self.key = store, bucket, key
+        self.part_size, self._pool, self._slots = part_size, pool, slots
+        self.upload_id = store.initiate(bucket, key)
+        self.length = 0
+        self.etags: list[str] = []
+        self._buffer = bytearray()
+        self._parts: list[Future[str]] = []
+        self.aborted = False
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.length
+
+    def write(self, data) -> int:
+        size = len(memoryview(data).cast("B"))
+        if self.aborted:
+            return size  # discarded: a writer finishing after the abort changes nothing
+        if self.closed:
+            raise ValueError(f"write to a closed upload stream for {self.key!r}")
+        self._buffer += data
+        self.length += size
+        while len(self._buffer) >= self.part_size:
+            self._send(bytes(self._buffer[: self.part_size]))
+            del self._buffer[: self.part_size]
+        return size
+
+    def _send(self, body: bytes) -> None:
+        for done in self._parts:  # surface a failed part now, not at close
+            if done.done() and done.exception() is not None:
+                raise done.exception()
+        self._slots.acquire()
+        number = len(self._parts) + 1
+        self._parts.append(self._pool.submit(self._upload, number, body))
+
+    def _upload(self, number: int, body: bytes) -> str:
+        try:
+            return self.store.upload_part(self.bucket, self.key, self.upload_id, number, body)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        """Upload what is buffered and wait for every part; the upload stays pending."""
+        if self.closed:
+            return
+        try:
+            if not self.aborted:
+                if self._buffer or not self._parts:  # S3 needs one part, even an empty one
+                    self._send(bytes(self._buffer))
+                    self._buffer.clear()
+                self.etags = [part.result() for part in self._parts]
+        finally:
+            super().close()
+
+    def abort(self) -> None:
+        self.aborted = True
+        self._buffer.clear()
+        for part in self._parts:
+            part.exception()  # wait for parts in flight, so none lands after the abort
+        self.store.abort(self.bucket, self.key, self.upload_id)
+        super().close()
+
+
+class MagicSink(OutputSink):
+    """Opens one delayed-completion stream per file and records a ``.pending`` for each."""
+
+    def __init__(self, committer: MagicCommitter, task: TaskAttemptContext) -> None:
+        self.committer, self.task = committer, task
+        options = committer.job.options
+        self.pool = ThreadPoolExecutor(options.upload_threads, "s3commit-magic")
+        self.slots = threading.BoundedSemaphore(options.upload_threads + QUEUE_DEPTH)
+        self.streams: dict[str, DelayedCompletionStream] = {}
+        self.commits: dict[str, PendingUpload] = {}
+
+    def magic_key(self, relpath: str) -> str:
+        return f"{self.committer.attempt_prefix(self.task)}{BASE}/{relpath}"
+
+    def open(self, relpath: str) -> pa.NativeFile:
+        committer = self.committer
+        key = magic_to_final(committer.location, self.magic_key(relpath))
+        stream = DelayedCompletionStream(
+            committer.store,
+            committer.location.bucket,
+            key,
+            committer.job.options.multipart_size,
+            self.pool,
+            self.slots,
+        )
+        self.streams[relpath] = stream
+        return pa.PythonFile(stream, mode="w")
+
+    def finish(self, written: WrittenFile) -> None:
+        stream = self.streams[written.relpath]
+        commit = PendingUpload(
+            uri=self.committer.location.url(stream.key),
+            bucket=stream.bucket,
+            destinationKey=stream.key,
+            uploadId=stream.upload_id,
+            etags=stream.etags,
+            length=stream.length,
+            rows=written.rows,
+            partition=written.partition,
+            jobId=self.committer.job.job_id,
+            taskId=self.task.task_id,
+        )
+        self.committer.store.put(
+            stream.bucket, self.magic_key(written.relpath) + ".pending", commit.to_json().encode()
+        )
+        self.commits[written.relpath] = commit
+
+    def abort(self, relpath: str) -> None:
+        self.streams[relpath].abort()
+
+
+class MagicCommitter(S3Committer):
+    name = "magic"
+
+    def __init__(self, job) -> None:
+        super().__init__(job)
+        self._sink: MagicSink | None = None
+
+    def make_conflict_policy(self) -> DirectoryConflict:
+        """Directory semantics, or per-partition semantics when the output is partitioned."""
+        policy = PartitionConflict if self.job.partition_by else DirectoryConflict
+        return policy(self.job.conflict_mode)
+
+    @property
+    def metadata_prefix(self) -> str:
+        """One directory per job, so concurrent jobs never delete each other's metadata."""
+        return self.location.key(f"{MAGIC_DIR}/job-{self.job.job_id}/")
+
+    def attempt_prefix(self, task: TaskAttemptContext) -> str:
+        return f"{self.metadata_prefix}{task.attempt_id}/"
+
+    def pendingset_key(self, pendingset: PendingSet) -> str:
+        return f"{self.metadata_prefix}{pendingset.taskId}.pendingset"
+
+    def attempt_of(self, key: str) -> str | None:
+        if not key.endswith(".pending") or f"/{BASE}/" not in key:
+            return None
+        return key[len(self.metadata_prefix) :].split("/", 1)[0]
+
+    @property
+    def delete_metadata(self) -> bool:
+        return self.job.options.magic_cleanup
+
+    def setup_task(self, task: TaskAttemptContext) -> OutputSink:
+        self._sink = MagicSink(self, task)
+        return self._sink
+
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+        sink = self._sink
+        assert sink is not None, "setup_task was not called"
+        partitions = {f.relpath.rsplit("/", 1)[0] if "/" in f.relpath else "" for f in files}
+        self.conflict.check_task(self.store, self.location, partitions)
+        pendingset = PendingSet(
+            jobId=self.job.job_id,
+            taskId=task.task_id,
+            taskAttemptId=task.attempt_id,
+            commits=[sink.commits[f.relpath] for f in files],
+        )
+        self.save_pendingset(pendingset)
+        sink.pool.shutdown(wait=True)
+        return pendingset.to_json()
+
+    def abort_task(self, task: TaskAttemptContext) -> None:
+        """Abort every upload of this attempt: the ones it opened and any its .pending name."""
+        aborted = set()
+        if self._sink is not None:
+            for stream in self._sink.streams.values():
+                if not stream.aborted:
+                    stream.abort()
+                aborted.add(stream.upload_id)
+            self._sink.pool.shutdown(wait=True)
+        bucket = self.location.bucket
+        for info in self.store.list_objects(bucket, self.attempt_prefix(task)):
+            for commit in load_commits_quietly(self.store.get(bucket, info.key)):
+                if commit.uploadId not in aborted:
+                    self.store.abort(bucket, commit.destinationKey, commit.uploadId)

@@ -1,0 +1,218 @@
+"""The magic committer: delayed-completion streams, per-job magic trees, conflict modes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from s3commit_sdk import ConflictError, write_committed
+from s3commit_sdk.committers.magic import magic_to_final
+from s3commit_sdk.options import resolve_options
+from s3commit_sdk.paths import parse_s3_url
+from s3commit_sdk.protocol import JobContext, execute_task
+from s3commit_sdk.store import S3Settings
+
+FIVE_MIB = 5 * 1024 * 1024
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"id": range(start, start + n), "name": [f"n{i}" for i in range(n)]})
+
+
+def as_rows(df: pd.DataFrame) -> list[tuple]:
+    return sorted(tuple(str(v) for v in r) for r in df[sorted(df.columns)].itertuples(index=False))
+
+
+def magic_keys(s3, dest) -> list[str]:
+    return [k for k in list_keys(s3, dest.dir) if "/__magic/" in k]
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("append", lambda a, b: pd.concat([a, b])),
+        ("replace", lambda a, b: b),
+    ],
+)
+def test_directory_semantics_without_partitions(s3, s3_server, dest, mode, expected):
+    first, second = frame(40), frame(25, 1000)
+    write_committed(first, dest.url, committer="magic", conflict_mode=mode)
+    result = write_committed(second, dest.url, committer="magic", conflict_mode=mode)
+    assert read_back(s3_server, dest.prefix) == as_rows(expected(first, second))
+    assert result.success["committer"] == "magic"
+    assert result.success["bytes"] == sum(f.size for f in result.files) > 0
+    assert magic_keys(s3, dest) == []
+
+
+def test_fail_without_partitions_raises_at_job_setup(s3, dest):
+    write_committed(frame(10), dest.url, committer="magic", conflict_mode="fail")
+    before = visible_keys(s3, dest.dir)
+    with pytest.raises(ConflictError, match="already holds data"):
+        write_committed(frame(10, 100), dest.url, committer="magic", conflict_mode="fail")
+    assert visible_keys(s3, dest.dir) == before and magic_keys(s3, dest) == []
+
+
+def test_large_file_streams_in_parts_byte_identical_to_staging(s3, dest):
+    """A ~17 MiB file goes up as 4 parts of 5 MiB; its bytes equal the staging committer's."""
+    blobs = pa.table({"blob": [os.urandom(1024 * 1024) for _ in range(17)]})
+    options = {"multipart.size": "5M", "tasks": 1}
+    magic = write_committed(blobs, dest.url + "/magic", committer="magic", options=options)
+    staged = write_committed(blobs, dest.url + "/staged", committer="directory", options=options)
+    (m,), (d,) = magic.files, staged.files
+    assert m.size > 3 * FIVE_MIB and m.size == d.size
+    assert s3.head_object(Bucket=BUCKET, Key=m.key)["ETag"].endswith('-4"')
+    body = s3.get_object(Bucket=BUCKET, Key=m.key)["Body"].read()
+    assert body == s3.get_object(Bucket=BUCKET, Key=d.key)["Body"].read()
+    assert len(body) == m.size
+
+
+def _job(dest_url: str, **options) -> JobContext:
+    resolved = resolve_options({"multipart.size": "5M", **options})
+    return JobContext(
+        location=parse_s3_url(dest_url),
+        committer="magic",
+        conflict_mode="append",
+        partition_by=(),
+        format="parquet",
+        options=resolved,
+        settings=S3Settings.resolve(resolved),
+    )
+
+
+def test_writer_raising_mid_file_leaves_no_pending_upload(s3, dest):
+    """The task fails after two parts were uploaded: its stream aborts its own upload."""
+    job = _job(dest.url)
+
+    def batches():
+        for _ in range(12):
+            yield pa.record_batch({"blob": [os.urandom(1024 * 1024)]})
+        raise RuntimeError("writer failed mid-file")
+
+    uploads_seen = []
+
+    def watching():  # observe the upload while it is still open, through the real server
+        for i, batch in enumerate(batches()):
+            if i == 11:
+                uploads_seen.extend(pending_uploads(s3, dest.dir))
+            yield batch
+
+    with pytest.raises(RuntimeError, match="mid-file"):
+        execute_task(job, partition=0, attempt=0, batches=watching())
+    assert len(uploads_seen) == 1  # the upload really was in progress
+    assert pending_uploads(s3, dest.dir) == []
+    assert visible_keys(s3, dest.dir) == []
+
+
+def test_magic_to_final_applies_the_base_rule():
+    location = parse_s3_url("s3://b/out/ds1")
+    magic = "out/ds1/__magic/job-1/task_00000_0/__base/day=1/part-0.parquet"
+    assert magic_to_final(location, magic) == "out/ds1/day=1/part-0.parquet"
+    with pytest.raises(ValueError):
+        magic_to_final(location, "out/ds10/__magic/job-1/t/__base/x")
+
+
+def test_pending_files_and_pendingsets_live_in_the_job_tree(s3, dest):
+    result = write_committed(
+        frame(30), dest.url, committer="magic", options={"magic.cleanup": "false", "tasks": 2}
+    )
+    tree = magic_keys(s3, dest)
+    prefix = f"{dest.dir}__magic/job-{result.job_id}/"
+    assert all(k.startswith(prefix) for k in tree)
+    pendings = [k for k in tree if k.endswith(".pending")]
+    assert len(pendings) == len(result.files)
+    assert all("/__base/part-" in k for k in pendings)
+    assert sorted(k[len(prefix) :] for k in tree if k.endswith(".pendingset")) == [
+        "task_00000.pendingset",
+        "task_00001.pendingset",
+    ]
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in tree]})
+
+
+def test_concurrent_jobs_keep_their_magic_trees_apart(s3, s3_server, dest):
+    """Two jobs into one destination and one into another, at once: none deletes another's."""
+    targets = [dest.url + "/shared", dest.url + "/shared", dest.url + "/other"]
+    frames = [frame(50, 0), frame(50, 1000), frame(50, 2000)]
+    results, errors = [None] * 3, []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = write_committed(
+                frames[i],
+                targets[i],
+                committer="magic",
+                conflict_mode="append",
+                options={"tasks": 3},
+            )
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert read_back(s3_server, dest.prefix + "/shared") == as_rows(pd.concat(frames[:2]))
+    assert read_back(s3_server, dest.prefix + "/other") == as_rows(frames[2])
+    assert magic_keys(s3, dest) == []
+
+
+def test_spark_task_failing_first_attempt_is_exactly_once(spark, s3_server, dest):
+    df = spark.range(0, 300, numPartitions=3).withColumn("name", F.concat(F.lit("n"), "id"))
+
+    def flaky(value):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+            raise RuntimeError("first attempt fails")
+        return value
+
+    flaky_df = df.withColumn("id", F.udf(flaky, LongType())("id"))
+    result = write_committed(flaky_df, dest.url, committer="magic")
+    assert result.rows == 300
+    expected = sorted((str(i), f"n{i}") for i in range(300))
+    assert read_back(s3_server, dest.prefix) == expected
+
+
+def test_nothing_visible_while_the_job_runs(spark, s3, s3_server, dest, tmp_path):
+    """The last task blocks until the test has seen uploads in progress and no data object."""
+    release = tmp_path / "release"
+    df = spark.range(0, 400, numPartitions=4)
+
+    def gate(value):
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 3:
+            deadline = time.time() + 60
+            while not os.path.exists(str(release)) and time.time() < deadline:
+                time.sleep(0.05)
+        return value
+
+    gated = df.withColumn("id", F.udf(gate, LongType())("id"))
+    outcome = {}
+    job = threading.Thread(
+        target=lambda: outcome.setdefault("r", write_committed(gated, dest.url, committer="magic"))
+    )
+    job.start()
+    try:
+        deadline = time.time() + 60
+        seen = []
+        while time.time() < deadline and len(seen) < 3:
+            seen = pending_uploads(s3, dest.dir)
+            time.sleep(0.1)
+        assert len(seen) >= 3  # three tasks have uploaded their files, uncompleted
+        assert visible_keys(s3, dest.dir) == []
+    finally:
+        release.touch()
+        job.join(120)
+    assert outcome["r"].rows == 400
+    assert read_back(s3_server, dest.prefix) == sorted((str(i),) for i in range(400))
