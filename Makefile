@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup demo test lint format clean
+.PHONY: setup demo test lint format clean bench-memory
 
 setup: $(STAMP)
 
@@ -36,3 +36,6 @@ format: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache spark-warehouse
+
+bench-memory: setup
+	$(PY) -m bench.magic_memory --size-mib 1024 --part 16M

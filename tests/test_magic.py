@@ -216,3 +216,12 @@ def test_nothing_visible_while_the_job_runs(spark, s3, s3_server, dest, tmp_path
         job.join(120)
     assert outcome["r"].rows == 400
     assert read_back(s3_server, dest.prefix) == sorted((str(i),) for i in range(400))
+
+
+@pytest.mark.parametrize("committer", ["magic", "directory"])
+def test_record_batch_reader_streams_through_one_task(s3_server, dest, committer):
+    batches = [pa.record_batch({"id": list(range(i, i + 10))}) for i in range(0, 50, 10)]
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, iter(batches))
+    result = write_committed(reader, dest.url, committer=committer)
+    assert [f.rows for f in result.files] == [50]
+    assert read_back(s3_server, dest.prefix) == sorted((str(i),) for i in range(50))

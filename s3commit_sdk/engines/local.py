@@ -1,6 +1,7 @@
 """In-process engine: pandas DataFrames and pyarrow Tables, one thread per task.
 
 Same committers, same protocol as on Spark; used for small data and fast protocol tests.
+A ``pyarrow.RecordBatchReader`` streams through one task without being held in memory.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from ..protocol import JobContext, execute_task
 BATCH_ROWS = 65_536
 
 
-def to_arrow(data) -> pa.Table:
-    if isinstance(data, pa.Table):
+LocalInput = pa.Table | pa.RecordBatchReader
+
+
+def to_arrow(data) -> LocalInput:
+    if isinstance(data, (pa.Table, pa.RecordBatchReader)):
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
@@ -27,8 +31,10 @@ def to_arrow(data) -> pa.Table:
     raise TypeError(f"{type(data).__name__} is neither a DataFrame nor an Arrow table")
 
 
-def run_local_tasks(table: pa.Table, job: JobContext) -> list[str]:
+def run_local_tasks(table: LocalInput, job: JobContext) -> list[str]:
     """Slice the table into tasks, run them on a pool, retry each up to its attempt limit."""
+    if isinstance(table, pa.RecordBatchReader):  # a stream can be read once: one attempt
+        return [execute_task(job, 0, 0, table, table.schema)]
     tasks = job.options.tasks or max(1, min(os.cpu_count() or 2, table.num_rows))
     step = max(1, math.ceil(table.num_rows / tasks))
 

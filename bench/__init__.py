@@ -1,0 +1,1 @@
+"""Benchmarks: run with make targets; results go to bench/results/ as JSON and markdown."""
