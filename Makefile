@@ -27,8 +27,8 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax
 
 lint: setup
-	$(VENV)/bin/ruff check s3commit_sdk tests
-	$(VENV)/bin/ruff format --check s3commit_sdk tests
+	$(VENV)/bin/ruff check s3commit_sdk tests bench
+	$(VENV)/bin/ruff format --check s3commit_sdk tests bench
 
 format: setup
 	$(VENV)/bin/ruff format s3commit_sdk tests

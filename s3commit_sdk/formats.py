@@ -160,3 +160,78 @@ def parse_success(body: bytes) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("name") != SUCCESS_NAME:
         raise PendingSetError("_SUCCESS is not a SuccessData JSON document")
     return doc
+
+
+JOURNAL_VERSION = 1
+
+
+@dataclass
+class Journal:
+    """Everything a job commit will do, written before it does any of it (DESIGN section 4).
+
+    A commit killed halfway is rolled forward or back from this alone, idempotently.
+    """
+
+    jobId: str
+    destination: str
+    bucket: str
+    committer: str
+    conflictMode: str
+    format: str
+    partitionBy: list[str]
+    markSuccess: bool
+    commits: list[PendingUpload]
+    replaced: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
+    created: int = field(default_factory=lambda: int(time.time() * 1000))
+    version: int = JOURNAL_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Journal:
+        try:
+            raw = json.loads(text)
+            _require(isinstance(raw, dict), "a journal must be a JSON object")
+            commits = [PendingUpload(**c) for c in raw.pop("commits")]
+            return cls(commits=commits, **raw)
+        except PendingSetError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise PendingSetError(f"malformed commit journal: {exc}") from exc
+
+    def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
+        _require(self.version == JOURNAL_VERSION, f"unknown journal version {self.version!r}")
+        _require(self.jobId == job_id, f"journal belongs to job {self.jobId!r}, not {job_id!r}")
+        _require(self.bucket == bucket, f"journal targets bucket {self.bucket!r}")
+        PendingSet(job_id, "journal", "journal", self.commits).validate(job_id, bucket, dir_prefix)
+        for key in self.replaced:
+            _require(
+                isinstance(key, str) and key.startswith(dir_prefix) and ".." not in key.split("/"),
+                f"journal would delete {key!r}, outside the destination {dir_prefix!r}",
+            )
+
+
+@dataclass
+class CommitMarker:
+    """The per-destination marker created with ``If-None-Match: *``: one commit at a time."""
+
+    jobId: str
+    journal: str
+    hostname: str = field(default_factory=socket.gethostname)
+    started: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> CommitMarker:
+        try:
+            raw = json.loads(text)
+            _require(isinstance(raw, dict), "a commit marker must be a JSON object")
+            return cls(**raw)
+        except PendingSetError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise PendingSetError(f"malformed commit marker: {exc}") from exc

@@ -58,6 +58,14 @@ class S3Location:
     def job_prefix(self, job_id: str) -> str:
         return f"{self.hidden_prefix}{job_id}/"
 
+    def journal_key(self, job_id: str) -> str:
+        return f"{self.job_prefix(job_id)}journal.json"
+
+    @property
+    def marker_key(self) -> str:
+        """One per destination: exists exactly while a job commit is unfinished."""
+        return f"{self.hidden_prefix}COMMIT_IN_PROGRESS"
+
 
 def parse_s3_url(path: str) -> S3Location:
     """Parse ``s3://bucket/prefix`` (or ``s3a://``) with clear errors for what cannot work."""

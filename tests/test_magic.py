@@ -137,8 +137,8 @@ def test_pending_files_and_pendingsets_live_in_the_job_tree(s3, dest):
 
 
 def test_concurrent_jobs_keep_their_magic_trees_apart(s3, s3_server, dest):
-    """Two jobs into one destination and one into another, at once: none deletes another's."""
-    targets = [dest.url + "/shared", dest.url + "/shared", dest.url + "/other"]
+    """Three jobs at once, on sibling destinations of one bucket: none touches another's."""
+    targets = [dest.url + "/ds1", dest.url + "/ds10", dest.url + "/other"]
     frames = [frame(50, 0), frame(50, 1000), frame(50, 2000)]
     results, errors = [None] * 3, []
 
@@ -160,8 +160,8 @@ def test_concurrent_jobs_keep_their_magic_trees_apart(s3, s3_server, dest):
     for t in threads:
         t.join()
     assert errors == []
-    assert read_back(s3_server, dest.prefix + "/shared") == as_rows(pd.concat(frames[:2]))
-    assert read_back(s3_server, dest.prefix + "/other") == as_rows(frames[2])
+    for target, data in zip(["ds1", "ds10", "other"], frames, strict=True):
+        assert read_back(s3_server, f"{dest.prefix}/{target}") == as_rows(data)
     assert magic_keys(s3, dest) == []
 
 

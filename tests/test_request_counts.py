@@ -1,9 +1,10 @@
 """S3 requests per committed file are deterministic: count them by operation.
 
 Per file: 1 CreateMultipartUpload, ceil(size / part size) UploadPart, 1 CompleteMultipartUpload.
-Per task: 1 PutObject (its pendingset). Per job: HeadBucket, ListMultipartUploads, one listing
-of the job's hidden directory, one DeleteObjects for it, the _SUCCESS PutObject, plus the
-listings and deletes that conflict resolution needs.
+Per task: 1 PutObject (its pendingset). Per job: HeadBucket, a HeadObject for an unfinished
+commit, ListMultipartUploads, one listing of the job's hidden directory, one DeleteObjects for
+it, PutObject for the journal, the commit marker and _SUCCESS, one DeleteObjects for journal and
+marker, plus the listings and deletes that conflict resolution needs.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ def expected(result, tasks: int, listings: int, deletes: int) -> dict[str, int]:
     parts = sum(max(1, math.ceil(f.size / PART)) for f in result.files)
     counts = {
         "HeadBucket": 1,
+        "HeadObject": 1,
         "CreateMultipartUpload": len(result.files),
         "UploadPart": parts,
         "CompleteMultipartUpload": len(result.files),
-        "PutObject": tasks + 1,
+        "PutObject": tasks + 3,
         "ListObjectsV2": 1 + listings,
         "ListMultipartUploads": 1,
-        "DeleteObjects": 1 + deletes,
+        "DeleteObjects": 2 + deletes,
     }
     return counts
 

@@ -12,10 +12,18 @@ import json
 import time
 from abc import abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import CommitError, PendingSetError, S3CommitError
-from ..formats import PendingSet, PendingUpload, iostatistics, success_document
+from ..errors import CommitError, ConcurrentCommitError, PendingSetError, S3CommitError
+from ..formats import (
+    CommitMarker,
+    Journal,
+    PendingSet,
+    PendingUpload,
+    iostatistics,
+    success_document,
+)
 from ..paths import SUCCESS_MARKER
 from ..protocol import Committer, JobContext, JobOutcome
 from ..store import S3Store
@@ -32,6 +40,7 @@ class S3Committer(Committer):
         super().__init__(job)
         self.location = job.location
         self.conflict = self.make_conflict_policy()
+        self._journal_written = False
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
 
@@ -63,6 +72,8 @@ class S3Committer(Committer):
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
         self.store.check_bucket(self.location.bucket)
+        if self.store.head(self.location.bucket, self.location.marker_key) is not None:
+            raise self._concurrent_commit_error(uploads_aborted=False)
         self.conflict.check_job(self.store, self.location)
 
     # -- job commit ---------------------------------------------------------------------------
@@ -105,6 +116,21 @@ class S3Committer(Committer):
             raise
         phases["conflict_resolution"] = time.monotonic() - mark
 
+        journal = Journal(
+            jobId=self.job.job_id,
+            destination=self.location.url(),
+            bucket=self.location.bucket,
+            committer=self.name,
+            conflictMode=self.job.conflict_mode,
+            format=self.job.format,
+            partitionBy=list(self.job.partition_by),
+            markSuccess=self.job.options.mark_successful_jobs,
+            commits=commits,
+            replaced=replaced,
+            options=self.job.options.public(),
+        )
+        self._begin_commit(journal, messages)
+
         mark = time.monotonic()
         etags = self._complete_all(commits, messages)
         phases["complete_uploads"] = time.monotonic() - mark
@@ -114,27 +140,79 @@ class S3Committer(Committer):
             try:
                 self.store.delete_keys(self.location.bucket, replaced)
             except S3CommitError as exc:
-                self.cleanup(messages, committed={c.uploadId for c in commits})
                 raise CommitError(
                     f"job {self.job.job_id}: the new files are visible at {self.location.url()} "
                     f"but deleting the {len(replaced)} replaced objects failed ({exc}); old and "
-                    "new data are both visible. Delete the replaced objects by hand or rerun "
-                    "the job in 'replace' mode."
+                    f"new data are both visible. Finish the commit with `s3commit recover "
+                    f"{self.location.url()}` (or undo it with `s3commit abort ...`)."
                 ) from exc
         phases["replace_delete"] = time.monotonic() - mark
+        return self.finish_commit(journal, etags, messages, pendingsets, phases, started)
 
+    def finish_commit(
+        self,
+        journal: Journal,
+        etags: dict[str, str],
+        messages: list[str],
+        pendingsets: list[PendingSet],
+        phases: dict[str, float],
+        started: float,
+    ) -> JobOutcome:
+        """Every upload is complete and replaced data deleted: clean up, mark, release."""
+        commits = journal.commits
         files = [self._file_entry(c, etags[c.uploadId]) for c in commits]
         mark = time.monotonic()
         self.cleanup(messages, committed={c.uploadId for c in commits})
         phases["cleanup"] = time.monotonic() - mark
         phases["job_commit"] = time.monotonic() - started
         requests = self._request_counts(pendingsets)
-        if self.job.options.mark_successful_jobs:
+        if journal.markSuccess:
             requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
-        success = self._success(files, sorted(partitions), replaced, phases, requests, commits)
-        if self.job.options.mark_successful_jobs:
+        requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
+        partitions = sorted({self._partition_path(c) for c in commits})
+        success = self._success(files, partitions, journal.replaced, phases, requests, commits)
+        if journal.markSuccess:
             self._write_success(success)
+        self._end_commit()
         return JobOutcome(files, success, phases, requests)
+
+    # -- the journal and the per-destination commit marker ------------------------------------
+    @property
+    def journal_key(self) -> str:
+        return self.location.journal_key(self.job.job_id)
+
+    def _begin_commit(self, journal: Journal, messages: list[str]) -> None:
+        """Journal first, then the marker; a marker that exists means another commit."""
+        bucket = self.location.bucket
+        self.store.put(bucket, self.journal_key, journal.to_json().encode())
+        self._journal_written = True
+        marker = CommitMarker(self.job.job_id, self.journal_key)
+        if not self.store.put_if_absent(
+            bucket, self.location.marker_key, marker.to_json().encode()
+        ):
+            error = self._concurrent_commit_error(uploads_aborted=True)
+            self.abort_job(messages)
+            raise error
+
+    def _end_commit(self) -> None:
+        self.store.delete_keys(self.location.bucket, [self.journal_key, self.location.marker_key])
+
+    def _concurrent_commit_error(self, uploads_aborted: bool) -> ConcurrentCommitError:
+        url = self.location.url()
+        try:
+            marker = CommitMarker.from_json(
+                self.store.get(self.location.bucket, self.location.marker_key)
+            )
+            other = f"job {marker.jobId} (started {_ms_date(marker.started)} on {marker.hostname})"
+        except S3CommitError:
+            other = "another job"
+        done = "its uploads were aborted; " if uploads_aborted else ""
+        return ConcurrentCommitError(
+            f"{other} is committing into {url}, or its commit crashed unfinished. Wait for it, "
+            f"or resolve it with `s3commit recover {url}` (finish it) or `s3commit abort {url}` "
+            f"(roll it back). This job ({self.job.job_id}) did not commit: {done}nothing of it "
+            "is visible."
+        )
 
     def _write_success(self, success: dict[str, Any]) -> None:
         body = json.dumps(success, indent=2, ensure_ascii=False).encode()
@@ -188,6 +266,7 @@ class S3Committer(Committer):
             if completed:
                 self.store.delete_keys(self.location.bucket, completed)
             self.abort_job(messages)
+            self.store.delete_keys(self.location.bucket, [self.location.marker_key])
         except S3CommitError as exc:
             rollback_error = exc
         commit, cause = failures[0]
@@ -195,7 +274,7 @@ class S3Committer(Committer):
             "Nothing became visible and the existing data is untouched."
             if rollback_error is None
             else f"Rolling back failed too ({rollback_error}): files of job {self.job.job_id} "
-            f"may be visible; delete keys containing {self.job.job_id} and abort its uploads."
+            f"may be visible; run `s3commit abort {self.location.url()}`."
         )
         raise CommitError(
             f"job {self.job.job_id}: completing {commit.destinationKey!r} failed ({cause}); "
@@ -273,7 +352,11 @@ class S3Committer(Committer):
         bucket = self.location.bucket
         received = _parse_quietly(messages)
         known_attempts = {p.taskAttemptId for p in received}
-        hidden = [o.key for o in self.store.list_objects(bucket, self.metadata_prefix)]
+        hidden = [
+            o.key
+            for o in self.store.list_objects(bucket, self.metadata_prefix)
+            if o.key != self.journal_key  # removed with the marker, last
+        ]
         commits = [c for p in received for c in p.commits]
         for key in hidden:
             attempt = self.attempt_of(key)
@@ -309,6 +392,12 @@ class S3Committer(Committer):
 
     def abort_job(self, messages: list[str]) -> None:
         self.cleanup(messages, committed=set())
+        if self._journal_written:
+            self.store.delete_keys(self.location.bucket, [self.journal_key])
+
+
+def _ms_date(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def load_commits_quietly(body: bytes) -> list[PendingUpload]:

@@ -1,0 +1,105 @@
+"""Exclusive job commit: a journal and a per-destination marker created with If-None-Match."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pandas as pd
+import pytest
+from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
+
+from s3commit_sdk import ConcurrentCommitError, write_committed
+
+COMMITTERS = ("directory", "partitioned", "magic")
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"id": range(start, start + n), "day": ["d1", "d2"] * (n // 2)})
+
+
+def as_rows(df: pd.DataFrame) -> list[tuple]:
+    return sorted(tuple(str(v) for v in r) for r in df[sorted(df.columns)].itertuples(index=False))
+
+
+def marker_key(dest) -> str:
+    return dest.dir + "__s3commit/COMMIT_IN_PROGRESS"
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+def test_unfinished_commit_blocks_new_jobs(s3, dest, committer):
+    other = {
+        "jobId": "11111111-2222-3333-4444-555555555555",
+        "journal": "x",
+        "hostname": "elsewhere",
+        "started": 0,
+    }
+    s3.put_object(Bucket=BUCKET, Key=marker_key(dest), Body=json.dumps(other).encode())
+    try:
+        with pytest.raises(ConcurrentCommitError) as info:
+            write_committed(frame(10), dest.url, committer=committer, conflict_mode="append")
+        message = str(info.value)
+        assert other["jobId"] in message and "elsewhere" in message
+        assert f"s3commit recover {dest.url}" in message and f"s3commit abort {dest.url}" in message
+        assert visible_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []
+    finally:
+        s3.delete_object(Bucket=BUCKET, Key=marker_key(dest))
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+def test_marker_appearing_during_the_job_aborts_its_commit(spark, s3, dest, committer):
+    """Another commit starts after this job's setup: this job must not intermingle output."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
+    key, bucket = marker_key(dest), BUCKET
+
+    def grab_marker(value):  # runs inside the tasks, after job setup
+        import boto3
+
+        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
+        return value
+
+    df = spark.range(0, 20, numPartitions=2).withColumn("id", F.udf(grab_marker, LongType())("id"))
+    try:
+        with pytest.raises(ConcurrentCommitError, match="other-job"):
+            write_committed(df, dest.url, committer=committer)
+        assert visible_keys(s3, dest.dir) == []
+        assert pending_uploads(s3, dest.dir) == []
+        assert list_keys(s3, dest.dir) == [key]  # no journal or metadata of ours is left
+    finally:
+        s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+def test_two_racing_jobs_never_intermingle(s3, s3_server, dest):
+    frames = [frame(40, 0), frame(40, 1000)]
+    outcomes: list = [None, None]
+
+    def run(i: int) -> None:
+        try:
+            outcomes[i] = write_committed(
+                frames[i],
+                dest.url,
+                committer="magic",
+                conflict_mode="replace",
+                options={"tasks": 2},
+            )
+        except ConcurrentCommitError as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception)]
+    assert winners  # at least one committed; a loser raised ConcurrentCommitError
+    # replace mode: the output is exactly one job's rows, never a mix
+    assert read_back(s3_server, dest.prefix) in [as_rows(frames[i]) for i in winners]
+    assert [k for k in list_keys(s3, dest.dir) if "__s3commit" in k or "__magic" in k] == []
+
+
+def test_journal_and_marker_are_gone_after_commit(s3, dest):
+    write_committed(frame(10), dest.url, committer="partitioned", partition_by=["day"])
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
