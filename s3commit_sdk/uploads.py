@@ -1,17 +1,36 @@
-"""Pending-upload inspection and ``_SUCCESS`` reading, shared by the CLI, widgets and demo."""
+"""Pending-upload inspection, abort and lifecycle, and ``_SUCCESS`` reading.
+
+Shared by the ``s3commit`` CLI, the notebook widgets and the demo, so every front end lists
+the same uploads the same way: always under the directory prefix with its trailing ``/`` (a
+listing of ``ds1`` never reaches ``ds10``), with the job UUID read from the key.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .errors import InvalidArgumentError, StoreError
 from .formats import parse_success
 from .options import resolve_options
 from .paths import SUCCESS_MARKER, parse_s3_url
 from .store import PendingUploadInfo, S3Settings, S3Store
 
+#: A job UUID as our writers put it in every file name: ``part-00003-<uuid>-c000.parquet``.
+JOB_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+LIFECYCLE_RULE_PREFIX = "s3commit-abort-incomplete-uploads:"
 
-def _store(options: dict[str, Any] | None) -> S3Store:
-    return S3Store(S3Settings.resolve(resolve_options(options)))
+
+def _store(options: dict[str, Any] | None, store: S3Store | None = None) -> S3Store:
+    if store is not None:
+        return store
+    resolved = resolve_options(options)
+    return S3Store(S3Settings.resolve(resolved), pool_size=resolved.threads)
 
 
 def pending_uploads(path: str, options: dict[str, Any] | None = None) -> list[PendingUploadInfo]:
@@ -20,10 +39,205 @@ def pending_uploads(path: str, options: dict[str, Any] | None = None) -> list[Pe
     return _store(options).list_pending(location.bucket, location.dir_prefix)
 
 
-def read_success(path: str, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The destination's ``_SUCCESS`` document; None for the classic committer's empty file."""
+def parse_duration(text: str) -> timedelta:
+    """``24h``, ``90m``, ``1d12h``, ``30s``: Hadoop's ``-days/-hours/...`` in one argument.
+
+    Units are required, so a bare ``24`` is never silently read as seconds.
+    """
+    compact = re.sub(r"\s+", "", str(text)).lower()
+    if not compact or _DURATION_PART.sub("", compact):
+        raise InvalidArgumentError(
+            f"cannot read the duration {text!r}: use numbers with units s, m, h, d "
+            "such as 30m, 24h or 1d12h"
+        )
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(compact))
+    return timedelta(seconds=seconds)
+
+
+def format_duration(age: timedelta | None) -> str:
+    """The two largest units of a duration, e.g. ``5432d 3h`` or ``2m 5s``."""
+    if age is None:
+        return "?"
+    seconds = max(0, int(age.total_seconds()))
+    parts = []
+    for unit in ("d", "h", "m", "s"):
+        size = _UNIT_SECONDS[unit]
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return " ".join(parts[:2])
+
+
+def job_of_key(key: str) -> str | None:
+    """The job UUID in an upload's key (file name first, then the path), lower-case."""
+    name = key.rsplit("/", 1)[-1]
+    match = JOB_UUID.search(name) or JOB_UUID.search(key)
+    return match.group(0).lower() if match else None
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """A timezone-aware datetime; a naive one is taken to be UTC (as S3 reports times)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+def upload_age(upload: PendingUploadInfo, now: datetime | None = None) -> timedelta | None:
+    """How long ago the upload was initiated; None when the store did not say."""
+    initiated = as_utc(upload.initiated)
+    if initiated is None:
+        return None
+    return (as_utc(now) or datetime.now(timezone.utc)) - initiated
+
+
+def filter_uploads(
+    uploads: Iterable[PendingUploadInfo],
+    *,
+    older_than: timedelta | None = None,
+    job: str | None = None,
+    now: datetime | None = None,
+) -> list[PendingUploadInfo]:
+    """The uploads initiated at least ``older_than`` before ``now`` whose key carries ``job``.
+
+    ``now`` defaults to the clock; pass it to decide ages against a fixed moment (tests, and
+    stores like moto that report one fixed initiation time). An upload without an initiation
+    time never matches an age filter: it might be a running job's.
+    """
+    wanted_job = job.lower() if job else None
+    if wanted_job is not None and not JOB_UUID.fullmatch(wanted_job):
+        raise InvalidArgumentError(f"--job wants a job UUID like 0b1e8f0e-..., got {job!r}")
+    moment = as_utc(now) or datetime.now(timezone.utc)
+    chosen = []
+    for upload in uploads:
+        if wanted_job is not None and job_of_key(upload.key) != wanted_job:
+            continue
+        if older_than is not None:
+            age = upload_age(upload, moment)
+            if age is None or age < older_than:
+                continue
+        chosen.append(upload)
+    return chosen
+
+
+def find_uploads(
+    path: str,
+    *,
+    older_than: timedelta | None = None,
+    job: str | None = None,
+    now: datetime | None = None,
+    options: dict[str, Any] | None = None,
+    store: S3Store | None = None,
+) -> list[PendingUploadInfo]:
+    """The pending uploads under the directory ``path`` that pass :func:`filter_uploads`."""
     location = parse_s3_url(path)
-    return parse_success(_store(options).get(location.bucket, location.key(SUCCESS_MARKER)))
+    found = _store(options, store).list_pending(location.bucket, location.dir_prefix)
+    return filter_uploads(found, older_than=older_than, job=job, now=now)
+
+
+def abort_uploads(
+    path: str,
+    uploads: Iterable[PendingUploadInfo],
+    *,
+    options: dict[str, Any] | None = None,
+    store: S3Store | None = None,
+) -> list[tuple[PendingUploadInfo, bool]]:
+    """Abort ``uploads`` (found under ``path``) in parallel; True where this call aborted it.
+
+    False means the upload was already gone (completed or aborted by someone else). Keys
+    outside the directory ``path`` are refused, so a stale list can never reach a sibling.
+    """
+    location = parse_s3_url(path)
+    chosen = list(uploads)
+    for upload in chosen:
+        location.relative(upload.key)  # raises InvalidPathError outside the directory
+    if not chosen:
+        return []
+    s3 = _store(options, store)
+    workers = min(len(chosen), 16)
+    with ThreadPoolExecutor(workers, "s3commit-abort") as pool:
+        done = pool.map(lambda u: s3.abort(location.bucket, u.key, u.upload_id), chosen)
+        return list(zip(chosen, done, strict=True))
+
+
+def describe_upload(
+    upload: PendingUploadInfo, bucket: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """One upload as JSON-ready fields (``uploads list --json``)."""
+    initiated = as_utc(upload.initiated)
+    age = upload_age(upload, now)
+    return {
+        "bucket": bucket,
+        "key": upload.key,
+        "uploadId": upload.upload_id,
+        "job": job_of_key(upload.key),
+        "initiated": initiated.isoformat() if initiated else None,
+        "ageSeconds": int(age.total_seconds()) if age is not None else None,
+    }
+
+
+# -- bucket lifecycle --------------------------------------------------------------------------
+def abort_rule_id(dir_prefix: str) -> str:
+    """Our lifecycle rule's ID for one directory prefix (S3 caps IDs at 255 characters)."""
+    return (LIFECYCLE_RULE_PREFIX + dir_prefix)[:255]
+
+
+def install_abort_rule(
+    path: str,
+    days: int,
+    *,
+    options: dict[str, Any] | None = None,
+    store: S3Store | None = None,
+) -> tuple[dict[str, Any], int]:
+    """Install (or update) the rule that aborts uploads under ``path`` ``days`` after they start.
+
+    The backstop the seeds recommend for uploads nobody cleaned up (a driver that died). S3
+    only stores a bucket's lifecycle as a whole, so the other rules are read and written back
+    unchanged. Returns the rule and how many other rules were kept.
+    """
+    if not isinstance(days, int) or isinstance(days, bool) or days < 1:
+        raise InvalidArgumentError(f"--abort-incomplete-days must be a whole number >= 1: {days}")
+    location = parse_s3_url(path)
+    s3 = _store(options, store)
+    rule_id = abort_rule_id(location.dir_prefix)
+    others = [r for r in s3.get_lifecycle_rules(location.bucket) if r.get("ID") != rule_id]
+    rule = {
+        "ID": rule_id,
+        "Status": "Enabled",
+        "Filter": {"Prefix": location.dir_prefix},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days},
+    }
+    s3.put_lifecycle_rules(location.bucket, [*others, rule])
+    return rule, len(others)
+
+
+def lifecycle_warning(days: int, longest_job: timedelta | None) -> str | None:
+    """Why an abort-after-``days`` rule could abort a running job's uploads, if it could."""
+    if longest_job is None or timedelta(days=days) > longest_job:
+        return None
+    return (
+        f"uploads are aborted {days} day(s) after they start, but the longest job runs "
+        f"{format_duration(longest_job)}: a job that long would lose its uploads before it "
+        f"commits. Use --abort-incomplete-days {longest_job.days + 1} or more."
+    )
+
+
+# -- _SUCCESS ----------------------------------------------------------------------------------
+def read_success(path: str, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The destination's ``_SUCCESS`` document; None for the classic committer's empty file.
+
+    A missing ``_SUCCESS`` raises :class:`StoreError` saying so: the job never committed there
+    (or ran with ``marksuccessfuljobs=false``).
+    """
+    location = parse_s3_url(path)
+    s3 = _store(options)
+    key = location.key(SUCCESS_MARKER)
+    if s3.head(location.bucket, key) is None:
+        s3.check_bucket(location.bucket)  # a missing bucket also answers 404: name it
+        raise StoreError(
+            f"no {SUCCESS_MARKER} at {location.url(key)}: no job has committed there (or it "
+            "ran with marksuccessfuljobs=false)"
+        )
+    return parse_success(s3.get(location.bucket, key))
 
 
 def _size(n: float) -> str:
@@ -39,7 +253,7 @@ def format_success(doc: dict[str, Any] | None) -> str:
     if doc is None:
         return "_SUCCESS is a 0-byte file: the classic committer ran; it records nothing else."
     lines = [
-        f"committer     {doc['committer']}  (job {doc['jobId']})",
+        f"committer     {doc.get('committer', '?')}  (job {doc.get('jobId', '?')})",
         f"destination   {doc.get('destination', '?')}",
         f"conflict mode {doc.get('conflictMode', '?')}   format {doc.get('format', '?')}",
         f"committed     {len(doc.get('files', []))} files, {doc.get('rows', 0)} rows, "
@@ -49,11 +263,12 @@ def format_success(doc: dict[str, Any] | None) -> str:
     ]
     per_partition: dict[str, list[int]] = {}
     for entry in doc.get("files", []):
-        name = "/".join(f"{k}={v}" for k, v in entry["partition"].items()) or "(root)"
+        partition = entry.get("partition") or {}
+        name = "/".join(f"{k}={v}" for k, v in partition.items()) or "(root)"
         totals = per_partition.setdefault(name, [0, 0, 0])
         totals[0] += 1
-        totals[1] += entry["rows"]
-        totals[2] += entry["size"]
+        totals[1] += entry.get("rows", 0)
+        totals[2] += entry.get("size", 0)
     for name, (files, rows, size) in sorted(per_partition.items()):
         lines.append(f"{name:<40} {files:>5} {rows:>10} {size:>12}")
     lines += [

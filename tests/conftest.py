@@ -43,6 +43,23 @@ def spark(s3_server):
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def running_proxy(s3_server):
+    """The fault-injecting proxy in front of the moto server, for the whole session."""
+    from s3commit_sdk.faultproxy import FaultProxy
+
+    with FaultProxy(s3_server.endpoint) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def proxy(running_proxy):
+    """The session's proxy with no rules and zeroed counters."""
+    running_proxy.reset()
+    yield running_proxy
+    running_proxy.reset()
+
+
 def pending_uploads(s3, prefix: str) -> list[dict]:
     return s3.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
 

@@ -103,3 +103,19 @@ def test_two_racing_jobs_never_intermingle(s3, s3_server, dest):
 def test_journal_and_marker_are_gone_after_commit(s3, dest):
     write_committed(frame(10), dest.url, committer="partitioned", partition_by=["day"])
     assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+
+
+def test_marker_create_that_landed_but_was_not_acknowledged(proxy, s3, s3_server, dest):
+    """The conditional PUT of the marker reaches S3, the client sees a 500 and retries into a
+    412 on its own marker: the job must recognise it and commit, leaving no marker behind."""
+    from s3commit_sdk.faultproxy import internal_error
+
+    # PutObject 1 is the task's pendingset, 2 the journal, 3 the marker
+    proxy.set_rules([internal_error("PutObject", occurrences=[3], after=True)])
+    data = frame(10)
+    result = write_committed(
+        data, dest.url, committer="directory", options={"endpoint": proxy.endpoint, "tasks": 1}
+    )
+    assert [e.operation for e in proxy.events] == ["PutObject"]
+    assert result.rows == 10 and read_back(s3_server, dest.prefix) == as_rows(data)
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []

@@ -41,6 +41,7 @@ class S3Committer(Committer):
         self.location = job.location
         self.conflict = self.make_conflict_policy()
         self._journal_written = False
+        self._marker_owned = False
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
 
@@ -187,12 +188,21 @@ class S3Committer(Committer):
         self.store.put(bucket, self.journal_key, journal.to_json().encode())
         self._journal_written = True
         marker = CommitMarker(self.job.job_id, self.journal_key)
-        if not self.store.put_if_absent(
-            bucket, self.location.marker_key, marker.to_json().encode()
-        ):
+        body = marker.to_json().encode()
+        created = self.store.put_if_absent(bucket, self.location.marker_key, body)
+        # A retried create whose first attempt landed answers 412 on our own marker.
+        if not created and self._marker_job() != self.job.job_id:
             error = self._concurrent_commit_error(uploads_aborted=True)
             self.abort_job(messages)
             raise error
+        self._marker_owned = True
+
+    def _marker_job(self) -> str | None:
+        try:
+            body = self.store.get(self.location.bucket, self.location.marker_key)
+            return CommitMarker.from_json(body).jobId
+        except S3CommitError:
+            return None
 
     def _end_commit(self) -> None:
         self.store.delete_keys(self.location.bucket, [self.journal_key, self.location.marker_key])
@@ -266,7 +276,6 @@ class S3Committer(Committer):
             if completed:
                 self.store.delete_keys(self.location.bucket, completed)
             self.abort_job(messages)
-            self.store.delete_keys(self.location.bucket, [self.location.marker_key])
         except S3CommitError as exc:
             rollback_error = exc
         commit, cause = failures[0]
@@ -393,7 +402,8 @@ class S3Committer(Committer):
     def abort_job(self, messages: list[str]) -> None:
         self.cleanup(messages, committed=set())
         if self._journal_written:
-            self.store.delete_keys(self.location.bucket, [self.journal_key])
+            owned = [self.location.marker_key] if self._marker_owned else []
+            self.store.delete_keys(self.location.bucket, [self.journal_key, *owned])
 
 
 def _ms_date(epoch_ms: int) -> str:

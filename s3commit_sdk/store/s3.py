@@ -124,7 +124,7 @@ class S3Store:
             profile_name=settings.profile if not settings.access_key else None
         )
         config = botocore.config.Config(
-            retries={"mode": settings.retry_mode, "max_attempts": settings.max_attempts},
+            retries={"mode": settings.retry_mode, "total_max_attempts": settings.max_attempts},
             max_pool_connections=max(pool_size, 10),
             region_name=settings.region or "us-east-1",
         )
@@ -142,10 +142,13 @@ class S3Store:
         self.counters.add(event_name.rsplit(".", 1)[-1])
 
     # -- errors -------------------------------------------------------------------------------
-    def _call(self, what: str, bucket: str, fn, **kwargs):
+    def _call(self, what: str, bucket: str, fn, tolerate: tuple[str, ...] = (), **kwargs):
+        """One request; error codes in ``tolerate`` answer None, others raise StoreError."""
         try:
             return fn(Bucket=bucket, **kwargs)
         except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in tolerate:
+                return None
             raise _store_error(what, bucket, exc) from exc
         except botocore.exceptions.BotoCoreError as exc:
             raise StoreError(
@@ -159,13 +162,14 @@ class S3Store:
         self._call("checking the bucket", bucket, self.client.head_bucket)
 
     def head(self, bucket: str, key: str) -> ObjectInfo | None:
-        try:
-            reply = self.client.head_object(Bucket=bucket, Key=key)
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise _store_error(f"HEAD {key!r}", bucket, exc) from exc
-        return ObjectInfo(key, reply["ContentLength"], reply["ETag"])
+        reply = self._call(
+            f"HEAD {key!r}",
+            bucket,
+            self.client.head_object,
+            tolerate=("404", "NoSuchKey", "NotFound"),
+            Key=key,
+        )
+        return None if reply is None else ObjectInfo(key, reply["ContentLength"], reply["ETag"])
 
     def list_objects(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix``, one page (1000 keys) per request."""
@@ -192,14 +196,16 @@ class S3Store:
 
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
         """Create ``key`` only if it does not exist (``If-None-Match: *``); False if it did."""
-        try:
-            self.client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
-        except botocore.exceptions.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-                return False
-            raise _store_error(f"conditional PUT {key!r}", bucket, exc) from exc
-        return True
+        reply = self._call(
+            f"conditional PUT {key!r}",
+            bucket,
+            self.client.put_object,
+            tolerate=("PreconditionFailed", "412", "ConditionalRequestConflict"),
+            Key=key,
+            Body=body,
+            IfNoneMatch="*",
+        )
+        return reply is not None
 
     def delete_keys(self, bucket: str, keys: list[str]) -> int:
         """Batch delete, ``BATCH_DELETE_LIMIT`` keys per request; raises if any key failed."""
@@ -257,13 +263,15 @@ class S3Store:
 
     def abort(self, bucket: str, key: str, upload_id: str) -> bool:
         """Abort one upload; False if it no longer exists (already completed or aborted)."""
-        try:
-            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchUpload", "404"):
-                return False
-            raise _store_error(f"aborting the upload of {key!r}", bucket, exc) from exc
-        return True
+        reply = self._call(
+            f"aborting the upload of {key!r}",
+            bucket,
+            self.client.abort_multipart_upload,
+            tolerate=("NoSuchUpload", "404"),
+            Key=key,
+            UploadId=upload_id,
+        )
+        return reply is not None
 
     def list_pending(self, bucket: str, prefix: str) -> list[PendingUploadInfo]:
         """Pending multipart uploads under a directory prefix, following every page.
@@ -292,6 +300,30 @@ class S3Store:
                 "KeyMarker": page.get("NextKeyMarker", ""),
                 "UploadIdMarker": page.get("NextUploadIdMarker", ""),
             }
+
+    # -- bucket lifecycle ---------------------------------------------------------------------
+    def get_lifecycle_rules(self, bucket: str) -> list[dict]:
+        """The bucket's lifecycle rules as S3 returns them; [] when it has none."""
+        try:
+            reply = self.client.get_bucket_lifecycle_configuration(Bucket=bucket)
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "NoSuchLifecycleConfiguration":
+                return []
+            raise _store_error("reading the lifecycle rules", bucket, exc) from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise StoreError(
+                f"reading the lifecycle rules of bucket {bucket!r} failed: {exc}"
+            ) from exc
+        return list(reply.get("Rules", []))
+
+    def put_lifecycle_rules(self, bucket: str, rules: list[dict]) -> None:
+        """Replace the bucket's whole lifecycle configuration (S3 has no per-rule update)."""
+        self._call(
+            "writing the lifecycle rules",
+            bucket,
+            self.client.put_bucket_lifecycle_configuration,
+            LifecycleConfiguration={"Rules": rules},
+        )
 
 
 def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -> StoreError:

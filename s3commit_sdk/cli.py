@@ -1,0 +1,295 @@
+"""``s3commit``: find and clean up pending uploads, read ``_SUCCESS``, install lifecycle rules.
+
+The commands users of ``hadoop s3guard uploads`` know, with two differences: a PATH always
+means a directory (``s3://b/out/ds1`` never reaches ``s3://b/out/ds10``), and uploads can be
+chosen by the job UUID our keys carry. Exit codes: 0 ok, 1 failed (message on stderr), 2 bad
+usage or arguments, 46 ``uploads expect`` found another count (as Hadoop's ``-expect``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timedelta
+from typing import Any, TextIO
+
+import botocore.exceptions
+
+from . import uploads as up
+from .errors import InvalidArgumentError, S3CommitError
+from .paths import parse_s3_url
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_EXPECT_MISMATCH = 46
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return up.parse_duration(text)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; ``--endpoint`` is accepted before or after the command."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--endpoint",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="S3 endpoint URL (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, else AWS)",
+    )
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="AGE",
+        help="only uploads initiated at least AGE ago, e.g. 24h, 90m, 1d12h",
+    )
+    filters.add_argument("--job", metavar="UUID", help="only uploads of this job UUID")
+
+    parser = argparse.ArgumentParser(
+        prog="s3commit",
+        description="Inspect and clean up what zero-rename S3 committers leave behind.",
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    uploads = commands.add_parser("uploads", help="pending multipart uploads under a directory")
+    actions = uploads.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser(
+        "list", parents=[common, filters], help="list pending uploads under PATH"
+    )
+    listing.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.set_defaults(handler=_uploads_list)
+
+    abort = actions.add_parser(
+        "abort", parents=[common, filters], help="abort pending uploads under PATH"
+    )
+    abort.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
+    abort.add_argument("--force", action="store_true", help="do not ask for confirmation")
+    abort.set_defaults(handler=_uploads_abort)
+
+    expect = actions.add_parser(
+        "expect",
+        parents=[common, filters],
+        help="exit 0 iff exactly N uploads are pending under PATH, else 46",
+    )
+    expect.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
+    expect.add_argument("count", metavar="N", type=_count, help="expected number of uploads")
+    expect.set_defaults(handler=_uploads_expect)
+
+    success = commands.add_parser(
+        "success", parents=[common], help="report on the _SUCCESS file under PATH"
+    )
+    success.add_argument("path", metavar="PATH", help="s3://bucket/prefix of a committed job")
+    success.add_argument("--json", action="store_true", help="print the document as JSON")
+    success.set_defaults(handler=_success)
+
+    lifecycle = commands.add_parser(
+        "lifecycle",
+        parents=[common],
+        help="install a bucket rule aborting uploads under PATH after N days",
+    )
+    lifecycle.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
+    lifecycle.add_argument(
+        "--abort-incomplete-days", type=_positive, required=True, metavar="N", dest="days"
+    )
+    lifecycle.add_argument(
+        "--longest-job",
+        type=_duration,
+        metavar="AGE",
+        help="warn if N days is not longer than this, e.g. 36h",
+    )
+    lifecycle.set_defaults(handler=_lifecycle)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
+    """Run one command; returns the exit code instead of raising ``SystemExit``.
+
+    ``now`` fixes the clock that ``--older-than`` measures ages against (for tests).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already reported
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    options = {"endpoint": args.endpoint} if getattr(args, "endpoint", None) else {}
+    try:
+        return args.handler(args, options, now, sys.stdout)
+    except InvalidArgumentError as exc:
+        print(f"s3commit: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except S3CommitError as exc:
+        print(f"s3commit: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        print(f"s3commit: error: S3 request failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("s3commit: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- commands ----------------------------------------------------------------------------------
+def _find(args: argparse.Namespace, options: dict[str, Any], now: datetime | None):
+    return up.find_uploads(
+        args.path, older_than=args.older_than, job=args.job, now=now, options=options
+    )
+
+
+def _where(args: argparse.Namespace) -> str:
+    """``s3://bucket/prefix/`` plus the filters in force, for messages."""
+    location = parse_s3_url(args.path)
+    text = f"s3://{location.bucket}/{location.dir_prefix}"
+    if args.job:
+        text += f" of job {args.job}"
+    if args.older_than is not None:
+        text += f" older than {up.format_duration(args.older_than)}"
+    return text
+
+
+def _table(found, now: datetime | None) -> list[str]:
+    rows = [("KEY", "UPLOAD ID", "JOB", "INITIATED", "AGE")]
+    for upload in found:
+        initiated = up.as_utc(upload.initiated)
+        rows.append(
+            (
+                upload.key,
+                upload.upload_id,
+                up.job_of_key(upload.key) or "-",
+                initiated.strftime("%Y-%m-%d %H:%M:%S UTC") if initiated else "?",
+                up.format_duration(up.upload_age(upload, now)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]))
+    return lines
+
+
+def _uploads_list(args, options, now, out: TextIO) -> int:
+    found = _find(args, options, now)
+    if args.json:
+        bucket = parse_s3_url(args.path).bucket
+        print(json.dumps([up.describe_upload(u, bucket, now) for u in found], indent=2), file=out)
+        return EXIT_OK
+    if found:
+        print("\n".join(_table(found, now)), file=out)
+    print(f"{len(found)} pending upload(s) under {_where(args)}", file=out)
+    return EXIT_OK
+
+
+def _confirm(question: str, out: TextIO) -> str | None:
+    """The answer read from stdin, or None when there is nobody to ask (no stdin, EOF)."""
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        return None
+    print(question, end="", file=out, flush=True)
+    try:
+        line = stdin.readline()
+    except (OSError, ValueError):
+        return None
+    if not line:
+        print(file=out)  # end the prompt's line
+        return None
+    return line.strip().lower()
+
+
+def _uploads_abort(args, options, now, out: TextIO) -> int:
+    found = _find(args, options, now)
+    where = _where(args)
+    if not found:
+        print(f"no pending uploads under {where}; nothing to abort", file=out)
+        return EXIT_OK
+    print("\n".join(_table(found, now)), file=out)
+    if not args.force:
+        answer = _confirm(f"Abort these {len(found)} pending upload(s)? (yes/no) ", out)
+        if answer is None:
+            print(
+                f"s3commit: refusing to abort {len(found)} pending upload(s) without "
+                "confirmation: nothing answered on stdin. Rerun with --force to abort without "
+                "asking.",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        if answer not in ("yes", "y"):
+            print("not confirmed; nothing aborted", file=out)
+            return EXIT_FAILED
+    results = up.abort_uploads(args.path, found, options=options)
+    for upload, aborted in results:
+        state = "aborted" if aborted else "already gone"
+        print(f"{state}: {upload.key} (upload {upload.upload_id})", file=out)
+    count = sum(1 for _, aborted in results if aborted)
+    print(f"aborted {count} pending upload(s) under {where}", file=out)
+    return EXIT_OK
+
+
+def _uploads_expect(args, options, now, out: TextIO) -> int:
+    found = _find(args, options, now)
+    if len(found) == args.count:
+        print(f"{len(found)} pending upload(s) under {_where(args)}, as expected", file=out)
+        return EXIT_OK
+    print(
+        f"expected {args.count} pending upload(s) under {_where(args)}, found {len(found)}",
+        file=out,
+    )
+    return EXIT_EXPECT_MISMATCH
+
+
+def _success(args, options, now, out: TextIO) -> int:
+    location = parse_s3_url(args.path)
+    doc = up.read_success(args.path, options)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str), file=out)
+    else:
+        print(f"_SUCCESS of {location.url()}", file=out)
+        print(up.format_success(doc), file=out)
+    return EXIT_OK
+
+
+def _lifecycle(args, options, now, out: TextIO) -> int:
+    location = parse_s3_url(args.path)
+    rule, kept = up.install_abort_rule(args.path, args.days, options=options)
+    scope = f"s3://{location.bucket}/{location.dir_prefix}"
+    print(
+        f"lifecycle rule {rule['ID']!r} installed on bucket {location.bucket!r}: S3 aborts "
+        f"multipart uploads under {scope} {args.days} day(s) after they start "
+        f"({kept} other rule(s) kept)",
+        file=out,
+    )
+    warning = up.lifecycle_warning(args.days, args.longest_job)
+    if warning:
+        print(f"s3commit: warning: {warning}", file=sys.stderr)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

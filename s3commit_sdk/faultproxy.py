@@ -1,0 +1,566 @@
+"""A fault-injecting HTTP proxy in front of an S3 endpoint, for tests and benchmarks.
+
+The proxy listens on 127.0.0.1, forwards every request to the real endpoint (the moto server)
+and, where a rule says so, answers ``503 SlowDown`` or ``500 InternalError`` instead, resets the
+connection, delays the request or caps its bandwidth. Faults travel over real sockets, so the
+code under test sees them exactly as it would see them from S3: botocore retries them, or they
+surface as errors.
+
+Which requests fail is deterministic: each rule draws from its own ``random.Random`` seeded from
+the proxy's seed and the rule's position, once per request it matches, so the n-th matching
+request always gets the same decision whatever the thread interleaving. Requests are counted per
+S3 operation (botocore's operation names), retries included.
+
+    with FaultProxy(upstream) as proxy:
+        proxy.set_rules([slow_down("UploadPart", occurrences=[2, 4]), delay(50)], seed=7)
+        write_committed(df, url, options={"endpoint": proxy.endpoint})
+        proxy.counts["UploadPart"], proxy.events
+
+Requests are expected in path style (``/bucket/key``), which botocore uses for an IP endpoint.
+Bodies are read whole before they are forwarded: fine for test-sized parts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import random
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+from xml.sax.saxutils import escape
+
+SLOW_DOWN = "slowdown"
+INTERNAL_ERROR = "internal-error"
+RESET = "reset"
+DELAY = "delay"
+BANDWIDTH = "bandwidth"
+ACTIONS = (SLOW_DOWN, INTERNAL_ERROR, RESET, DELAY, BANDWIDTH)
+_ERRORS = {
+    SLOW_DOWN: (503, "SlowDown", "Please reduce your request rate."),
+    INTERNAL_ERROR: (500, "InternalError", "We encountered an internal error. Please try again."),
+}
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "content-length",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One rule: what to do to the requests of ``operation`` ("*": every operation).
+
+    A rule fires on the matching requests listed in ``occurrences`` (1-based, counted per rule
+    since the rules were set; None: every one), each with ``probability``. ``after=True`` makes
+    an error or reset happen after the request reached the store: it took effect, but the
+    client never hears so (the ambiguous failure). Delays and bandwidth caps of every firing
+    rule add up; the first firing error or reset wins.
+    """
+
+    action: str
+    operation: str = "*"
+    probability: float = 1.0
+    occurrences: frozenset[int] | None = None
+    after: bool = False
+    delay_ms: float = 0.0
+    bytes_per_s: int = 0
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown fault action {self.action!r}; use one of {ACTIONS}")
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"probability must lie in [0, 1], got {self.probability}")
+        if self.occurrences is not None:
+            object.__setattr__(self, "occurrences", frozenset(self.occurrences))
+        if self.action == BANDWIDTH and self.bytes_per_s <= 0:
+            raise ValueError("a bandwidth cap needs bytes_per_s > 0")
+
+    def matches(self, operation: str) -> bool:
+        if self.operation == "*":
+            return operation != "MotoApi"  # moto's admin API is no S3 operation
+        return self.operation == operation
+
+
+def _fault(action: str, operation: str, occurrences: Iterable[int] | None, **kwargs) -> Fault:
+    chosen = None if occurrences is None else frozenset(occurrences)
+    return Fault(action, operation, occurrences=chosen, **kwargs)
+
+
+def slow_down(
+    operation: str = "*",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+    after: bool = False,
+) -> Fault:
+    """Answer ``503 SlowDown``, S3's throttling reply (botocore retries it)."""
+    return _fault(
+        SLOW_DOWN, operation, probability=probability, occurrences=occurrences, after=after
+    )
+
+
+def internal_error(
+    operation: str = "*",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+    after: bool = False,
+) -> Fault:
+    """Answer ``500 InternalError`` (botocore retries it)."""
+    return _fault(
+        INTERNAL_ERROR, operation, probability=probability, occurrences=occurrences, after=after
+    )
+
+
+def reset(
+    operation: str = "*",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+    after: bool = False,
+) -> Fault:
+    """Close the client's connection with a TCP reset and no response."""
+    return _fault(RESET, operation, probability=probability, occurrences=occurrences, after=after)
+
+
+def delay(
+    ms: float,
+    operation: str = "*",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Hold the request ``ms`` milliseconds before forwarding it (latency)."""
+    return _fault(DELAY, operation, probability=probability, occurrences=occurrences, delay_ms=ms)
+
+
+def bandwidth(
+    bytes_per_s: int,
+    operation: str = "*",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Move the request and response bodies at no more than ``bytes_per_s``."""
+    return _fault(
+        BANDWIDTH,
+        operation,
+        probability=probability,
+        occurrences=occurrences,
+        bytes_per_s=bytes_per_s,
+    )
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    """A fault the proxy injected: into the ``number``-th request of ``operation``."""
+
+    operation: str
+    number: int
+    action: str
+
+
+@dataclass
+class _Plan:
+    delay_s: float = 0.0
+    rate: int = 0
+    failure: Fault | None = None
+
+
+# -- which S3 operation is this request? -------------------------------------------------------
+_BUCKET_OPS = {
+    ("GET", "uploads"): "ListMultipartUploads",
+    ("GET", "versions"): "ListObjectVersions",
+    ("GET", "location"): "GetBucketLocation",
+    ("GET", "lifecycle"): "GetBucketLifecycleConfiguration",
+    ("PUT", "lifecycle"): "PutBucketLifecycleConfiguration",
+    ("DELETE", "lifecycle"): "DeleteBucketLifecycle",
+    ("POST", "delete"): "DeleteObjects",
+}
+_OBJECT_SUBRESOURCES = {
+    ("GET", "uploadId"): "ListParts",
+    ("DELETE", "uploadId"): "AbortMultipartUpload",
+    ("POST", "uploads"): "CreateMultipartUpload",
+    ("POST", "uploadId"): "CompleteMultipartUpload",
+    ("POST", "restore"): "RestoreObject",
+    ("GET", "tagging"): "GetObjectTagging",
+    ("PUT", "tagging"): "PutObjectTagging",
+    ("DELETE", "tagging"): "DeleteObjectTagging",
+    ("GET", "acl"): "GetObjectAcl",
+    ("PUT", "acl"): "PutObjectAcl",
+    ("GET", "attributes"): "GetObjectAttributes",
+}
+_OBJECT_PLAIN = {
+    "GET": "GetObject",
+    "HEAD": "HeadObject",
+    "PUT": "PutObject",
+    "DELETE": "DeleteObject",
+    "POST": "PostObject",
+}
+_LIST_PARAMS = {
+    "list-type",
+    "prefix",
+    "delimiter",
+    "encoding-type",
+    "max-keys",
+    "marker",
+    "continuation-token",
+    "start-after",
+    "fetch-owner",
+}
+_BUCKET_PLAIN = {
+    "HEAD": "HeadBucket",
+    "PUT": "CreateBucket",
+    "DELETE": "DeleteBucket",
+    "GET": "ListObjects",
+}
+
+
+def s3_operation(method: str, path: str, query: Mapping[str, object], headers: Mapping) -> str:
+    """botocore's name of the S3 operation a path-style request performs."""
+    method = method.upper()
+    bucket, _, key = path.lstrip("/").partition("/")
+    copy = headers.get("x-amz-copy-source") is not None
+    if bucket == "moto-api":
+        return "MotoApi"
+    if not bucket:
+        return "ListBuckets" if method == "GET" else f"{method.title()}Service"
+    if not key:
+        for (verb, sub), name in _BUCKET_OPS.items():
+            if verb == method and sub in query:
+                return name
+        if method == "GET" and query.get("list-type") in (["2"], "2"):
+            return "ListObjectsV2"
+        subs = sorted(k for k in query if k not in _LIST_PARAMS)
+        if subs and method in ("GET", "PUT", "DELETE"):
+            return f"{method.title()}Bucket{subs[0].title()}"  # e.g. GetBucketCors
+        return _BUCKET_PLAIN.get(method, f"{method.title()}Bucket")
+    if method == "PUT" and "partNumber" in query and "uploadId" in query:
+        return "UploadPartCopy" if copy else "UploadPart"
+    for (verb, sub), name in _OBJECT_SUBRESOURCES.items():
+        if verb == method and sub in query:
+            return name
+    if method == "PUT" and copy:
+        return "CopyObject"
+    return _OBJECT_PLAIN.get(method, f"{method.title()}Object")
+
+
+# -- the proxy ---------------------------------------------------------------------------------
+class FaultProxy:
+    """A reverse proxy on 127.0.0.1 in front of ``upstream`` that injects faults by rule."""
+
+    def __init__(
+        self,
+        upstream: str,
+        rules: Iterable[Fault] = (),
+        seed: int | str = 0,
+        port: int = 0,
+        timeout: float = 60.0,
+    ) -> None:
+        target = urlsplit(upstream)
+        if target.scheme != "http" or not target.hostname:
+            raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
+        self.upstream = (target.hostname, target.port or 80)
+        self.timeout = timeout
+        self._port = port
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._events: list[FaultEvent] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.set_rules(rules, seed)
+
+    # -- configuration ----------------------------------------------------------------------
+    def set_rules(self, rules: Iterable[Fault], seed: int | str | None = None) -> None:
+        """Replace the rules (and optionally the seed); per-rule counters start again."""
+        with self._lock:
+            if seed is not None:
+                self.seed = seed
+            self.rules = list(rules)
+            self._matched = [0] * len(self.rules)
+            self._rngs = [random.Random(f"{self.seed}:{i}") for i in range(len(self.rules))]
+
+    def reset(self) -> None:
+        """No rules, no counts, no events: a clean pass-through proxy again."""
+        self.set_rules([])
+        with self._lock:
+            self._counts.clear()
+            self._events.clear()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Requests seen per S3 operation since the last ``reset`` (faulted ones included)."""
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+    @property
+    def events(self) -> list[FaultEvent]:
+        """Every fault injected since the last ``reset``, in decision order."""
+        with self._lock:
+            return list(self._events)
+
+    def _plan(self, operation: str) -> _Plan:
+        plan = _Plan()
+        with self._lock:
+            self._counts[operation] += 1
+            number = self._counts[operation]
+            for i, rule in enumerate(self.rules):
+                if not rule.matches(operation):
+                    continue
+                self._matched[i] += 1
+                chance = self._rngs[i].random()  # one draw per match keeps sequences aligned
+                if rule.occurrences is not None and self._matched[i] not in rule.occurrences:
+                    continue
+                if chance >= rule.probability:
+                    continue
+                if rule.action == DELAY:
+                    plan.delay_s += rule.delay_ms / 1000
+                elif rule.action == BANDWIDTH:
+                    plan.rate = min(plan.rate or rule.bytes_per_s, rule.bytes_per_s)
+                elif plan.failure is None:
+                    plan.failure = rule
+                else:
+                    continue
+                self._events.append(FaultEvent(operation, number, rule.action))
+        return plan
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        """The URL to give boto3 (option ``endpoint`` or ``AWS_ENDPOINT_URL``)."""
+        if self._server is None:
+            raise RuntimeError("the proxy is not running; call start() first")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        if self._server is not None:
+            return self
+        self._server = _Server(("127.0.0.1", self._port), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="s3commit-faultproxy", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.close_connections()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: FaultProxy
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Wake handler threads parked on idle keep-alive connections so they end."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that went away mid-request is normal here
+
+
+class _Throttle:
+    """Sleeps so that bytes moved stay under ``rate`` bytes per second (0: no cap)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.chunk = max(1024, rate // 20) if rate else 1 << 20
+        self.started = time.monotonic()
+        self.moved = 0
+
+    def tick(self, n: int) -> None:
+        self.moved += n
+        if self.rate:
+            ahead = self.moved / self.rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, and "100 Continue" for botocore's Expect
+    timeout = 120  # an idle client connection is dropped after this
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self._upstream: http.client.HTTPConnection | None = None
+
+    def finish(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+        super().finish()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._proxy()
+
+    do_PUT = do_POST = do_DELETE = do_HEAD = do_GET
+
+    def _proxy(self) -> None:
+        proxy = self.server.owner
+        split = urlsplit(self.path)
+        query = parse_qs(split.query, keep_blank_values=True)
+        operation = s3_operation(self.command, split.path, query, self.headers)
+        plan = proxy._plan(operation)
+        throttle = _Throttle(plan.rate)
+        body = self._read_body(throttle)
+        if plan.delay_s:
+            time.sleep(plan.delay_s)
+        failure = plan.failure
+        if failure is not None and not failure.after:
+            self._fail(failure)
+            return
+        try:
+            status, reason, headers, payload = self._forward(body)
+        except OSError as exc:
+            self._error_reply(502, "BadGateway", f"upstream unreachable: {exc}")
+            return
+        if failure is not None:
+            self._fail(failure)
+            return
+        self.send_response_only(status, reason)
+        length = None
+        for name, value in headers:
+            if name.lower() == "content-length":
+                length = value
+            elif name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        no_body = self.command == "HEAD" or status in (204, 304)
+        if not no_body or length is not None:
+            self.send_header("Content-Length", length if no_body else str(len(payload)))
+        self.end_headers()
+        if not no_body:
+            for start in range(0, len(payload), throttle.chunk):
+                chunk = payload[start : start + throttle.chunk]
+                self.wfile.write(chunk)
+                throttle.tick(len(chunk))
+
+    def _read_body(self, throttle: _Throttle) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            data = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+                throttle.tick(size)
+        remaining = int(self.headers.get("Content-Length") or 0)
+        data = bytearray()
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, throttle.chunk))
+            if not chunk:
+                raise ConnectionError("client closed the connection mid-body")
+            data += chunk
+            remaining -= len(chunk)
+            throttle.tick(len(chunk))
+        return bytes(data)
+
+    def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send the request upstream on this connection's upstream socket, reconnecting once."""
+        headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
+        if body or self.command in ("PUT", "POST"):
+            headers.append(("Content-Length", str(len(body))))
+        for attempt in (1, 2):
+            reused = self._upstream is not None
+            if self._upstream is None:
+                host, port = self.server.owner.upstream
+                self._upstream = http.client.HTTPConnection(
+                    host, port, timeout=self.server.owner.timeout
+                )
+            conn = self._upstream
+            try:
+                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                for name, value in headers:
+                    conn.putheader(name, value)
+                conn.endheaders(body or None)
+                response = conn.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                self._upstream = None
+                if reused and attempt == 1:
+                    continue  # the upstream closed an idle keep-alive connection
+                raise
+            if response.will_close:
+                conn.close()
+                self._upstream = None
+            return response.status, response.reason, response.getheaders(), payload
+        raise AssertionError("unreachable")
+
+    def _fail(self, fault: Fault) -> None:
+        if fault.action == RESET:
+            self.close_connection = True
+            linger = struct.pack("ii", 1, 0)  # close with RST, not FIN
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+            self.connection.close()
+            return
+        status, code, message = _ERRORS[fault.action]
+        self._error_reply(status, code, message)
+
+    def _error_reply(self, status: int, code: str, message: str) -> None:
+        request_id = uuid.uuid4().hex[:16].upper()
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{code}</Code><Message>{message}</Message>"
+            f"<Resource>{escape(urlsplit(self.path).path)}</Resource>"
+            f"<RequestId>{request_id}</RequestId><HostId>faultproxy</HostId></Error>"
+        ).encode()
+        self.send_response_only(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("x-amz-request-id", request_id)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
