@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 import botocore.exceptions
 
+from . import recovery
 from . import uploads as up
 from .errors import InvalidArgumentError, S3CommitError
 from .paths import parse_s3_url
@@ -126,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="warn if N days is not longer than this, e.g. 36h",
     )
     lifecycle.set_defaults(handler=_lifecycle)
+
+    for name, handler, text in (
+        ("recover", _recover, "finish a job commit that crashed at PATH (roll forward)"),
+        ("abort", _abort, "undo a job commit that crashed at PATH (roll back)"),
+    ):
+        command = commands.add_parser(name, parents=[common], help=text)
+        command.add_argument("path", metavar="PATH", help="s3://bucket/prefix of the job")
+        command.set_defaults(handler=handler)
     return parser
 
 
@@ -288,6 +297,16 @@ def _lifecycle(args, options, now, out: TextIO) -> int:
     warning = up.lifecycle_warning(args.days, args.longest_job)
     if warning:
         print(f"s3commit: warning: {warning}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _recover(args, options, now, out: TextIO) -> int:
+    print("\n".join(recovery.recover(args.path, options).lines()), file=out)
+    return EXIT_OK
+
+
+def _abort(args, options, now, out: TextIO) -> int:
+    print("\n".join(recovery.abort(args.path, options).lines()), file=out)
     return EXIT_OK
 
 

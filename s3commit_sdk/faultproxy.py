@@ -144,7 +144,11 @@ def delay(
     probability: float = 1.0,
     occurrences: Iterable[int] | None = None,
 ) -> Fault:
-    """Hold the request ``ms`` milliseconds before forwarding it (latency)."""
+    """Hold the request ``ms`` milliseconds before forwarding it (latency).
+
+    If the client disconnects meanwhile (it crashed), the request is dropped, never forwarded:
+    a long delay on the n-th request is how tests kill a driver just before that request.
+    """
     return _fault(DELAY, operation, probability=probability, occurrences=occurrences, delay_ms=ms)
 
 
@@ -455,6 +459,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body(throttle)
         if plan.delay_s:
             time.sleep(plan.delay_s)
+            if self._client_gone():  # the caller died while held: its request never lands
+                self.close_connection = True
+                return
         failure = plan.failure
         if failure is not None and not failure.after:
             self._fail(failure)
@@ -483,6 +490,18 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = payload[start : start + throttle.chunk]
                 self.wfile.write(chunk)
                 throttle.tick(len(chunk))
+
+    def _client_gone(self) -> bool:
+        try:
+            self.connection.setblocking(False)
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.setblocking(True)
 
     def _read_body(self, throttle: _Throttle) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

@@ -1,0 +1,183 @@
+"""A driver killed at each step of job commit: ``recover`` rolls forward, ``abort`` rolls back.
+
+The driver runs in a subprocess that talks to S3 through the fault-injecting proxy. The proxy
+holds the n-th request of one operation; once it arrives the test SIGKILLs the driver, so the
+request never lands. Then recovery must reach exactly the state of a clean run (byte for byte)
+or of no run at all, with zero pending uploads either way, and be idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BUCKET, list_keys, pending_uploads, read_back
+from crash_driver import data, run
+
+from s3commit_sdk import CommitError
+from s3commit_sdk.cli import main as cli
+from s3commit_sdk.faultproxy import delay
+from s3commit_sdk.recovery import abort, recover
+
+DRIVER = Path(__file__).with_name("crash_driver.py")
+OLD_DAYS, NEW_DAYS = ["d1", "d2"], ["d2", "d3"]
+# (operation, occurrence): where the driver dies. With threads=1 and 3 tasks x 2 days there are
+# 6 completions; DeleteObjects 1 is the replace delete, 2 the metadata cleanup, 3 the release.
+CRASH_POINTS = {
+    "after-journal": ("CompleteMultipartUpload", 1),
+    "after-2-of-6-completions": ("CompleteMultipartUpload", 3),
+    "before-replace-deletes": ("DeleteObjects", 1),
+    "before-cleanup": ("DeleteObjects", 2),
+    "after-success": ("DeleteObjects", 3),
+}
+
+
+def spec(dest_url: str, committer: str, seed: int, days: list[str], endpoint: str | None):
+    options = {"tasks": 3, "threads": 1}
+    if endpoint:
+        options["endpoint"] = endpoint
+    return {
+        "dest": dest_url,
+        "committer": committer,
+        "seed": seed,
+        "days": days,
+        "options": options,
+    }
+
+
+def state(s3, prefix: str) -> dict[str, str]:
+    """Visible objects and their ETags."""
+    return {
+        k: s3.head_object(Bucket=BUCKET, Key=k)["ETag"]
+        for k in list_keys(s3, prefix + "/")
+        if not any(seg[:1] in "_." for seg in k[len(prefix) + 1 :].split("/"))
+    }
+
+
+def bodies(s3, keys) -> list[bytes]:
+    return sorted(s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in keys)
+
+
+def crash(proxy, job_spec: dict, operation: str, occurrence: int) -> None:
+    proxy.set_rules([delay(60_000, operation, occurrences=[occurrence])])
+    env = {**os.environ, "PYTHONPATH": str(DRIVER.parent)}
+    child = subprocess.Popen([sys.executable, str(DRIVER), json.dumps(job_spec)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while proxy.counts.get(operation, 0) < occurrence:
+            assert child.poll() is None, "the driver ended before the crash point"
+            assert time.monotonic() < deadline, f"no {operation} #{occurrence} within 60 s"
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    proxy.reset()
+
+
+@pytest.fixture
+def crashed(request, proxy, s3, dest):
+    """Old data, then a replacing job killed at the chosen point; yields the state before."""
+    committer, point = request.param
+    run(spec(dest.url, committer, 1, OLD_DAYS, None))
+    before = state(s3, dest.prefix)
+    crash(proxy, spec(dest.url, committer, 2, NEW_DAYS, proxy.endpoint), *CRASH_POINTS[point])
+    assert list_keys(s3, dest.dir + "__s3commit/COMMIT_IN_PROGRESS")  # really unfinished
+    return committer, point, before
+
+
+MATRIX = [(c, p) for c in ("partitioned", "magic") for p in CRASH_POINTS]
+
+
+def expected_rows():
+    old, new = data(1, OLD_DAYS), data(2, NEW_DAYS)
+    merged = [*old[old.day == "d1"].itertuples(index=False), *new.itertuples(index=False)]
+    return sorted((r.day, str(r.id), r.name) for r in merged)  # read_back sorts the columns
+
+
+@pytest.mark.parametrize("crashed", MATRIX, indirect=True, ids=[f"{c}-{p}" for c, p in MATRIX])
+def test_recover_rolls_forward_to_a_clean_run(crashed, s3, s3_server, dest):
+    committer = crashed[0]
+    report = recover(dest.url)
+    assert report.job_id is not None
+    # a clean run of the same job, for comparison
+    run(spec(dest.url + "-clean", committer, 1, OLD_DAYS, None))
+    run(spec(dest.url + "-clean", committer, 2, NEW_DAYS, None))
+    clean = state(s3, dest.prefix + "-clean")
+    recovered = state(s3, dest.prefix)
+    assert bodies(s3, recovered) == bodies(s3, clean)
+    assert sorted(k.split("/")[-2] for k in recovered) == sorted(k.split("/")[-2] for k in clean)
+    assert read_back(s3_server, dest.prefix) == expected_rows()
+    success = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    assert success["jobId"] == report.job_id and success["committer"] == committer
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+    assert pending_uploads(s3, dest.dir) == []
+    assert recover(dest.url).job_id is None  # idempotent: nothing left to do
+    assert state(s3, dest.prefix) == recovered
+    s3.delete_objects(
+        Bucket=BUCKET,
+        Delete={"Objects": [{"Key": k} for k in list_keys(s3, dest.prefix + "-clean/")]},
+    )
+
+
+@pytest.mark.parametrize("crashed", MATRIX, indirect=True, ids=[f"{c}-{p}" for c, p in MATRIX])
+def test_abort_rolls_back(crashed, s3, dest):
+    _, point, before = crashed
+    report = abort(dest.url)
+    assert report.job_id is not None
+    after = state(s3, dest.prefix)
+    if point in ("before-cleanup", "after-success"):
+        # replace had already deleted d2's old files: abort cannot bring them back, says so
+        assert any("cannot be restored" in n for n in report.notes)
+        assert after == {k: v for k, v in before.items() if "/day=d2/" not in k}
+    else:
+        assert after == before
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+    assert pending_uploads(s3, dest.dir) == []
+    assert abort(dest.url).job_id is None
+
+
+@pytest.mark.parametrize("crashed", [("partitioned", "after-2-of-6-completions")], indirect=True)
+def test_tampered_journal(crashed, s3, dest, capsys):
+    """recover refuses and changes nothing; abort still cleans every upload of the job."""
+    _, _, before = crashed
+    journals = [k for k in list_keys(s3, dest.dir + "__s3commit/") if k.endswith("journal.json")]
+    body = s3.get_object(Bucket=BUCKET, Key=journals[0])["Body"].read()
+    doc = json.loads(body)
+    doc["commits"][0]["destinationKey"] = "elsewhere/evil.parquet"
+    s3.put_object(Bucket=BUCKET, Key=journals[0], Body=json.dumps(doc).encode())
+    visible, uploads = state(s3, dest.prefix), pending_uploads(s3, dest.dir)
+    assert uploads  # the commit was interrupted with uploads still pending
+    with pytest.raises(CommitError, match="does not lie under the destination"):
+        recover(dest.url)
+    assert cli(["recover", dest.url]) == 1
+    assert "Nothing was changed" in capsys.readouterr().err
+    assert state(s3, dest.prefix) == visible and pending_uploads(s3, dest.dir) == uploads
+    assert cli(["abort", dest.url]) == 0
+    assert "journal not usable" in capsys.readouterr().out
+    assert state(s3, dest.prefix) == before
+    assert pending_uploads(s3, dest.dir) == []
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+
+
+@pytest.mark.parametrize("crashed", [("magic", "after-journal")], indirect=True)
+def test_truncated_journal(crashed, s3, dest):
+    _, _, before = crashed
+    journal = next(k for k in list_keys(s3, dest.dir) if k.endswith("journal.json"))
+    body = s3.get_object(Bucket=BUCKET, Key=journal)["Body"].read()
+    s3.put_object(Bucket=BUCKET, Key=journal, Body=body[: len(body) // 2])
+    with pytest.raises(CommitError, match="malformed commit journal"):
+        recover(dest.url)
+    abort(dest.url)
+    assert state(s3, dest.prefix) == before and pending_uploads(s3, dest.dir) == []
+
+
+def test_nothing_to_recover(s3, dest):
+    run(spec(dest.url, "partitioned", 1, OLD_DAYS, None))
+    assert recover(dest.url).lines() == [f"no unfinished commit at {dest.url}"]
+    assert abort(dest.url).job_id is None
