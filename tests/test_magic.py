@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 from s3commit_sdk import ConflictError, write_committed
+from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.magic import magic_to_final
 from s3commit_sdk.options import resolve_options
 from s3commit_sdk.paths import parse_s3_url
@@ -90,6 +91,8 @@ def _job(dest_url: str, **options) -> JobContext:
 def test_writer_raising_mid_file_leaves_no_pending_upload(s3, dest):
     """The task fails after two parts were uploaded: its stream aborts its own upload."""
     job = _job(dest.url)
+    driver = make_committer(job)
+    driver.setup_job()
 
     def batches():
         for _ in range(12):
@@ -109,6 +112,8 @@ def test_writer_raising_mid_file_leaves_no_pending_upload(s3, dest):
     assert len(uploads_seen) == 1  # the upload really was in progress
     assert pending_uploads(s3, dest.dir) == []
     assert visible_keys(s3, dest.dir) == []
+    driver.abort_job([])
+    assert list_keys(s3, dest.dir) == []
 
 
 def test_magic_to_final_applies_the_base_rule():

@@ -1,9 +1,10 @@
 """S3 requests per committed file are deterministic: count them by operation.
 
 Per file: 1 CreateMultipartUpload, ceil(size / part size) UploadPart, 1 CompleteMultipartUpload.
-Per task: 1 PutObject (its pendingset). Per job: HeadBucket, a HeadObject for an unfinished
-commit, ListMultipartUploads, one listing of the job's hidden directory, one DeleteObjects for
-it, PutObject for the journal, the commit marker and _SUCCESS, one DeleteObjects for journal and
+Per task: 1 PutObject (its pendingset), 1 HeadObject (is the job still alive?). Per job:
+HeadBucket, a HeadObject for an unfinished commit, ListMultipartUploads, one listing of the job's
+hidden directory, one DeleteObjects for it, PutObject for the alive marker, the journal, the
+commit marker and _SUCCESS, one DeleteObjects for the alive marker and one for journal and
 marker, plus the listings and deletes that conflict resolution needs.
 """
 
@@ -29,17 +30,18 @@ def data() -> pd.DataFrame:
 
 
 def expected(result, tasks: int, listings: int, deletes: int) -> dict[str, int]:
+    """For the staging committers: one job-alive check per task."""
     parts = sum(max(1, math.ceil(f.size / PART)) for f in result.files)
     counts = {
         "HeadBucket": 1,
-        "HeadObject": 1,
+        "HeadObject": 1 + tasks,
         "CreateMultipartUpload": len(result.files),
         "UploadPart": parts,
         "CompleteMultipartUpload": len(result.files),
-        "PutObject": tasks + 3,
+        "PutObject": tasks + 4,
         "ListObjectsV2": 1 + listings,
         "ListMultipartUploads": 1,
-        "DeleteObjects": 2 + deletes,
+        "DeleteObjects": 3 + deletes,
     }
     return counts
 
@@ -89,3 +91,20 @@ def test_counts_with_replace(s3, dest, committer, listings):
     # then deletes the old files in one batch
     assert result.requests == expected(result, tasks=2, listings=listings, deletes=1)
     assert result.success["replacedObjects"] >= 2
+
+
+def test_magic_counts_per_committed_file(dest):
+    """Magic adds, per file, a PutObject for its .pending and a HeadObject (job alive?)."""
+    result = write_committed(
+        data(),
+        dest.url,
+        committer="magic",
+        partition_by=["part"],
+        conflict_mode="append",
+        options={"tasks": 1, "multipart.size": "5M"},
+    )
+    files = len(result.files)
+    counts = expected(result, tasks=1, listings=0, deletes=0)
+    counts["PutObject"] += files
+    counts["HeadObject"] += files - 1  # per file instead of per task
+    assert result.requests == counts

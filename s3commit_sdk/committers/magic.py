@@ -146,6 +146,7 @@ class MagicSink(OutputSink):
             self.slots,
         )
         self.streams[relpath] = stream
+        committer.ensure_job_alive()
         return pa.PythonFile(stream, mode="w")
 
     def finish(self, written: WrittenFile) -> None:

@@ -76,6 +76,28 @@ class S3Committer(Committer):
         if self.store.head(self.location.bucket, self.location.marker_key) is not None:
             raise self._concurrent_commit_error(uploads_aborted=False)
         self.conflict.check_job(self.store, self.location)
+        self.store.put(self.location.bucket, self.alive_key, self.job.job_id.encode())
+
+    # -- continuity: no attempt can add output after the job ended ----------------------------
+    @property
+    def alive_key(self) -> str:
+        """Exists from job setup until job end; its deletion precedes the final upload listing."""
+        return self.location.job_prefix(self.job.job_id) + "alive"
+
+    def ensure_job_alive(self) -> None:
+        """Called by an attempt after it started uploads.
+
+        Seed 003 ("Correctness", continuity): a straggler must never make output visible
+        or leave it pending after the job ended. Job end deletes the alive marker *before* it
+        lists this job's pending uploads, so an upload started before a successful check here
+        is found by that listing and aborted, and one started after a failed check is aborted
+        by the attempt itself (its task abort).
+        """
+        if self.store.head(self.location.bucket, self.alive_key) is None:
+            raise CommitError(
+                f"job {self.job.job_id} has already ended at {self.location.url()}: this "
+                "attempt (a late retry or a losing speculative copy) discards its output"
+            )
 
     # -- job commit ---------------------------------------------------------------------------
     def load_messages(self, messages: list[str]) -> list[PendingSet]:
@@ -359,6 +381,7 @@ class S3Committer(Committer):
         uploads whose keys carry the job UUID (or all of them, if asked).
         """
         bucket = self.location.bucket
+        self.store.delete_keys(bucket, [self.alive_key])  # first: see ensure_job_alive
         received = _parse_quietly(messages)
         known_attempts = {p.taskAttemptId for p in received}
         hidden = [

@@ -66,50 +66,58 @@ class DirectoryStagingCommitter(S3Committer):
         self.conflict.check_task(self.store, self.location, partitions)
         root = self.attempt_dir(task)
         part_size = self.job.options.multipart_size
+        commits = [self._initiate(task, f) for f in files]
+        self.ensure_job_alive()
         with ThreadPoolExecutor(self.job.options.upload_threads, "s3commit-upload") as pool:
-            commits = [self._upload(pool, task, root, f, part_size) for f in files]
-            for commit, etag_futures in commits:
-                commit.etags = [future.result() for future in etag_futures]
+            parts = [
+                self._send_parts(pool, root, f, c, part_size)
+                for f, c in zip(files, commits, strict=True)
+            ]
+            for commit, futures in zip(commits, parts, strict=True):
+                commit.etags = [future.result() for future in futures]
         pendingset = PendingSet(
             jobId=self.job.job_id,
             taskId=task.task_id,
             taskAttemptId=task.attempt_id,
-            commits=[commit for commit, _ in commits],
+            commits=commits,
         )
         self.save_pendingset(pendingset)
         shutil.rmtree(root, ignore_errors=True)
         return pendingset.to_json()
 
-    def _upload(self, pool, task, root: str, written: WrittenFile, part_size: int):
-        """Initiate one upload and queue its parts; the upload is never completed here."""
+    def _initiate(self, task: TaskAttemptContext, written: WrittenFile) -> PendingUpload:
+        """Start one upload; it is never completed here."""
         key = self.location.key(written.relpath)
         upload_id = self.store.initiate(self.location.bucket, key)
         with self._lock:
             self._initiated.append((key, upload_id))
-        path = os.path.join(root, written.relpath)
-        size = os.path.getsize(path)
-        offsets = range(0, size, part_size) if size else [0]
-
-        def send(number: int, offset: int) -> str:
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                body = handle.read(part_size)
-            return self.store.upload_part(self.location.bucket, key, upload_id, number, body)
-
-        futures = [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
-        commit = PendingUpload(
+        return PendingUpload(
             uri=self.location.url(key),
             bucket=self.location.bucket,
             destinationKey=key,
             uploadId=upload_id,
             etags=[],
-            length=size,
+            length=os.path.getsize(os.path.join(self.attempt_dir(task), written.relpath)),
             rows=written.rows,
             partition=written.partition,
             jobId=self.job.job_id,
             taskId=task.task_id,
         )
-        return commit, futures
+
+    def _send_parts(self, pool, root: str, written: WrittenFile, commit: PendingUpload, part_size):
+        """Queue the file's parts; memory is one part per upload thread."""
+        path = os.path.join(root, written.relpath)
+        offsets = range(0, commit.length, part_size) if commit.length else [0]
+
+        def send(number: int, offset: int) -> str:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                body = handle.read(part_size)
+            return self.store.upload_part(
+                commit.bucket, commit.destinationKey, commit.uploadId, number, body
+            )
+
+        return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 
     def cleanup(self, messages: list[str], committed: set[str]) -> None:
         """Also drop what attempts killed mid-write left in this host's buffer directory."""
