@@ -1,0 +1,104 @@
+"""Credentials never appear in what we write, log or print; staging directories are private."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+
+import pandas as pd
+import pytest
+from conftest import BUCKET, list_keys
+
+from s3commit_sdk import write_committed
+from s3commit_sdk.cli import main as cli
+from s3commit_sdk.committers import make_committer
+from s3commit_sdk.faultproxy import delay
+from s3commit_sdk.options import resolve_options
+from s3commit_sdk.paths import parse_s3_url
+from s3commit_sdk.protocol import JobContext, TaskAttemptContext
+from s3commit_sdk.store import S3Settings
+
+ACCESS = "AKIARECOGNISABLE0001"
+SECRET = "s3cr3t-RECOGNISABLE-zz9-do-not-leak"
+TOKEN = "token-RECOGNISABLE-session-77"
+CREDENTIALS = {"access.key": ACCESS, "secret.key": SECRET, "session.token": TOKEN}
+
+
+def assert_clean(text: str | bytes, where: str) -> None:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    for secret in (SECRET, TOKEN):
+        assert secret not in text, f"a credential leaked into {where}"
+
+
+def bodies(s3, prefix: str) -> dict[str, bytes]:
+    return {k: s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in list_keys(s3, prefix)}
+
+
+@pytest.mark.parametrize("committer", ["partitioned", "magic"])
+def test_no_credentials_in_outputs_metadata_logs_or_cli(committer, proxy, s3, dest, caplog, capsys):
+    caplog.set_level(logging.DEBUG, logger="s3commit_sdk")
+    data = pd.DataFrame({"id": range(20), "day": ["a", "b"] * 10})
+    options = {**CREDENTIALS, "endpoint": proxy.endpoint, "magic.cleanup": False, "tasks": 2}
+    # hold the first completion so the journal and marker can be read mid-commit
+    proxy.set_rules([delay(1500, "CompleteMultipartUpload", occurrences=[1])])
+    mid_commit: dict[str, bytes] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while proxy.counts.get("CompleteMultipartUpload", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        mid_commit.update(bodies(s3, dest.dir + "__s3commit/"))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    result = write_committed(
+        data, dest.url, committer=committer, partition_by=["day"], options=options
+    )
+    watcher.join()
+    assert any(k.endswith("journal.json") for k in mid_commit)
+    assert any(k.endswith("COMMIT_IN_PROGRESS") for k in mid_commit)
+    for key, body in {**mid_commit, **bodies(s3, dest.dir)}.items():
+        assert_clean(body, key)  # data, _SUCCESS, pendingsets, .pending, journal, marker
+    assert_clean(repr(result) + repr(result.success) + repr(result.files), "the result")
+    resolved = resolve_options(options)
+    assert_clean(repr(resolved) + repr(S3Settings.resolve(resolved)), "option reprs")
+    assert_clean(caplog.text, "logs")
+    for argv in (
+        ["success", dest.url],
+        ["success", dest.url, "--json"],
+        ["uploads", "list", dest.url],
+        ["recover", dest.url],
+    ):
+        assert cli(argv) == 0
+        out = capsys.readouterr()
+        assert_clean(out.out + out.err, f"`s3commit {' '.join(argv[:2])}`")
+    keep = [k for k in list_keys(s3, dest.dir) if "/__magic/" in k]
+    if keep:
+        s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in keep]})
+
+
+def test_staging_directories_are_private(dest, tmp_path):
+    options = resolve_options({"buffer.dir": str(tmp_path / "buffer")})
+    job = JobContext(
+        location=parse_s3_url(dest.url),
+        committer="directory",
+        conflict_mode="append",
+        partition_by=(),
+        format="parquet",
+        options=options,
+        settings=S3Settings.resolve(options),
+    )
+    committer = make_committer(job)
+    task = TaskAttemptContext(job, partition=0, attempt=0)
+    committer.setup_task(task)
+    try:
+        attempt = committer.attempt_dir(task)
+        for path in (attempt, os.path.dirname(attempt)):
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+    finally:
+        committer.abort_task(task)
+    assert not os.path.exists(committer.attempt_dir(task))
