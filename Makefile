@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup demo test lint format clean bench-memory
+.PHONY: setup demo test faults lint format clean bench-memory
 
 setup: $(STAMP)
 
@@ -26,13 +26,27 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax
 
+# The correctness suite of DESIGN section 5, printed as a matrix (it also runs in `make test`).
+FAULT_TESTS := tests/test_recovery.py tests/test_exclusive_commit.py tests/test_continuity.py \
+	tests/test_faultproxy.py tests/test_cluster_faults.py tests/test_secrets.py \
+	tests/test_spark_write.py::test_task_failing_first_attempt_gives_exactly_once_output \
+	tests/test_spark_write.py::test_task_failing_every_attempt_leaves_nothing \
+	tests/test_spark_write.py::test_sibling_prefix_uploads_survive \
+	tests/test_spark_write.py::test_awkward_destination_paths \
+	tests/test_magic.py::test_writer_raising_mid_file_leaves_no_pending_upload \
+	tests/test_magic.py::test_spark_task_failing_first_attempt_is_exactly_once \
+	tests/test_magic.py::test_concurrent_jobs_keep_their_magic_trees_apart
+
+faults: setup
+	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix $(FAULT_TESTS)
+
 lint: setup
 	$(VENV)/bin/ruff check s3commit_sdk tests bench
 	$(VENV)/bin/ruff format --check s3commit_sdk tests bench
 
 format: setup
-	$(VENV)/bin/ruff format s3commit_sdk tests
-	$(VENV)/bin/ruff check --fix s3commit_sdk tests
+	$(VENV)/bin/ruff format s3commit_sdk tests bench
+	$(VENV)/bin/ruff check --fix s3commit_sdk tests bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache spark-warehouse

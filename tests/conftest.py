@@ -104,6 +104,7 @@ def dest(s3, request):
     d = Dest(f"t/{name}-{uuid.uuid4().hex[:8]}")
     yield d
     leaked = pending_uploads(s3, d.dir)
+    request.node.user_properties.append(("pending_uploads", len(leaked)))
     assert leaked == [], f"pending uploads left under {d.dir}: {[u['Key'] for u in leaked]}"
 
 
