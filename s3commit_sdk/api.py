@@ -15,6 +15,7 @@ from .engines.spark import is_spark_dataframe, run_spark_tasks, spark_conf, spar
 from .errors import InvalidArgumentError
 from .options import CONFLICT_MODES, resolve_options, spark_conf_defaults
 from .paths import HIVE_DEFAULT_PARTITION, is_hidden, parse_s3_url
+from .progress import ProgressTracker, make_listener
 from .protocol import JobContext, execute_job
 from .store import S3Settings
 from .writers import FORMATS
@@ -61,11 +62,14 @@ def write_committed(
     conflict_mode: str | None = None,
     format: str = "parquet",
     options: Mapping[str, Any] | None = None,
+    progress: Any = "auto",
 ) -> WriteResult:
     """Write ``df`` to ``path`` through a zero-rename committer; nothing is visible until done.
 
     ``df`` is a pyspark DataFrame (tasks run on the executors) or a pandas DataFrame / pyarrow
     Table (tasks run in this process). Argument errors raise before anything is uploaded.
+    ``progress``: "auto" (a widget in a notebook, tqdm on a terminal), False, or a callable
+    receiving :class:`~s3commit_sdk.progress.ProgressEvent`.
     """
     started = time.monotonic()
     spark = is_spark_dataframe(df)
@@ -92,6 +96,7 @@ def write_committed(
             ) from exc
         schema = table.schema
     _check_columns(schema, columns)
+    tracker = ProgressTracker(make_listener(progress))
 
     job = JobContext(
         location=location,
@@ -103,9 +108,9 @@ def write_committed(
         settings=S3Settings.resolve(resolved),
     )
     if spark:
-        outcome = execute_job(job, lambda j: run_spark_tasks(df, j))
+        outcome = execute_job(job, lambda j, t: run_spark_tasks(df, j, t), tracker)
     else:
-        outcome = execute_job(job, lambda j: run_local_tasks(table, j))
+        outcome = execute_job(job, lambda j, t: run_local_tasks(table, j, t), tracker)
     files = [
         CommittedFile(f["path"], f["key"], f["size"], f["rows"], f["partition"], f["etag"])
         for f in outcome.files

@@ -107,6 +107,12 @@ class PendingSet:
             keys.add(commit.destinationKey)
 
 
+def commit_totals(message: str) -> tuple[int, int]:
+    """Files and bytes of one task's commit message, for progress reports."""
+    commits = json.loads(message).get("commits", [])
+    return len(commits), sum(c.get("length", 0) for c in commits)
+
+
 def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
     """Hadoop's IOStatistics shape with only counters filled in."""
     return {

@@ -20,6 +20,7 @@ import pyarrow as pa
 from .errors import S3CommitError, TaskFailedError, from_task_failure
 from .options import CommitOptions
 from .paths import S3Location
+from .progress import ProgressTracker
 from .store import S3Settings
 
 log = logging.getLogger(__name__)
@@ -140,22 +141,36 @@ def execute_task(
         raise
 
 
-RunTasks = Callable[[JobContext], list[str]]
+RunTasks = Callable[[JobContext, ProgressTracker], list[str]]
 
 
-def execute_job(job: JobContext, run_tasks: RunTasks) -> JobOutcome:
+def execute_job(
+    job: JobContext, run_tasks: RunTasks, progress: ProgressTracker | None = None
+) -> JobOutcome:
     """Set up, run every task through the engine, then commit, or abort and raise typed."""
     from .committers import make_committer
 
-    committer = make_committer(job)
+    tracker = progress or ProgressTracker(None)
+    try:
+        outcome = _execute(job, run_tasks, tracker, make_committer(job))
+    except BaseException as exc:
+        tracker.update(phase="failed", message=str(exc))
+        raise
+    tracker.update(phase="done", message=f"{len(outcome.files)} files committed")
+    return outcome
+
+
+def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, committer):
     phases: dict[str, float] = {}
     started = time.monotonic()
+    tracker.update(phase="setup")
     committer.setup_job()
     phases["job_setup"] = time.monotonic() - started
     messages: list[str] = []
     try:
         mark = time.monotonic()
-        messages = run_tasks(job)
+        tracker.update(phase="writing")
+        messages = run_tasks(job, tracker)
         phases["tasks"] = time.monotonic() - mark
     except BaseException as exc:
         _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
@@ -170,6 +185,7 @@ def execute_job(job: JobContext, run_tasks: RunTasks) -> JobOutcome:
                 f"at {job.location.url()}. Cause: {_first_line(exc)}"
             ) from exc
         raise
+    tracker.update(phase="job commit")
     return committer.commit_job(messages, phases)
 
 

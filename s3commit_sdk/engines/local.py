@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
+from ..formats import commit_totals
+from ..progress import ProgressTracker
 from ..protocol import JobContext, execute_task
 
 BATCH_ROWS = 65_536
@@ -31,19 +33,26 @@ def to_arrow(data) -> LocalInput:
     raise TypeError(f"{type(data).__name__} is neither a DataFrame nor an Arrow table")
 
 
-def run_local_tasks(table: LocalInput, job: JobContext) -> list[str]:
+def run_local_tasks(table: LocalInput, job: JobContext, tracker: ProgressTracker) -> list[str]:
     """Slice the table into tasks, run them on a pool, retry each up to its attempt limit."""
+
+    def finished(message: str) -> str:
+        tracker.task_done(*commit_totals(message))
+        return message
+
     if isinstance(table, pa.RecordBatchReader):  # a stream can be read once: one attempt
-        return [execute_task(job, 0, 0, table, table.schema)]
+        tracker.update(tasks_total=1)
+        return [finished(execute_task(job, 0, 0, table, table.schema))]
     tasks = job.options.tasks or max(1, min(os.cpu_count() or 2, table.num_rows))
     step = max(1, math.ceil(table.num_rows / tasks))
+    tracker.update(tasks_total=tasks)
 
     def run(partition: int) -> str:
         rows = table.slice(partition * step, step)
         for attempt in range(job.options.task_max_attempts):
             try:
                 batches = rows.to_batches(max_chunksize=BATCH_ROWS)
-                return execute_task(job, partition, attempt, batches, table.schema)
+                return finished(execute_task(job, partition, attempt, batches, table.schema))
             except Exception:
                 if attempt + 1 == job.options.task_max_attempts:
                     raise

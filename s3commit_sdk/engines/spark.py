@@ -6,8 +6,12 @@ the result of exactly one successful attempt per partition, so job commit never 
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 
+from ..formats import commit_totals
+from ..progress import ProgressTracker
 from ..protocol import JobContext, execute_task
 
 RESULT_SCHEMA = "message string"
@@ -35,16 +39,63 @@ def spark_conf(df) -> dict[str, str]:
     return found
 
 
-def run_spark_tasks(df, job: JobContext) -> list[str]:
+def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
     from pyspark import TaskContext
 
     schema = spark_schema_to_arrow(df)
-    if df.rdd.getNumPartitions() == 0:
-        df = df.repartition(1)  # one task still runs, so an empty job writes its schema file
+    partitions = df.rdd.getNumPartitions()
+    if partitions == 0:
+        df, partitions = df.repartition(1), 1  # one task still runs: an empty job's schema file
+    context = df.sparkSession.sparkContext
+    files, size = context.accumulator(0), context.accumulator(0)
 
     def task(batches):
-        context = TaskContext.get()
-        message = execute_task(job, context.partitionId(), context.attemptNumber(), batches, schema)
+        ctx = TaskContext.get()
+        message = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
+        counted = commit_totals(message)
+        files.add(counted[0])
+        size.add(counted[1])
         yield pa.RecordBatch.from_pydict({"message": [message]})
 
-    return [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
+    tracker.update(tasks_total=partitions)
+    context.setJobGroup(job.job_id, f"s3commit write to {job.location.url()}")
+    poller = _StatusPoller(context, job.job_id, tracker, files, size)
+    poller.start()
+    try:
+        return [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
+    finally:
+        poller.stop()
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+
+
+class _StatusPoller(threading.Thread):
+    """Tasks done from Spark's status tracker, files and bytes from accumulators, twice a second.
+
+    Reads driver state only; it never lists the destination and does not slow the tasks.
+    """
+
+    def __init__(self, context, group: str, tracker: ProgressTracker, files, size) -> None:
+        super().__init__(name="s3commit-progress", daemon=True)
+        self.context, self.group, self.tracker = context, group, tracker
+        self.files, self.size = files, size
+        self._halt = threading.Event()
+
+    def poll(self) -> None:
+        status = self.context.statusTracker()
+        done = 0
+        for job_id in status.getJobIdsForGroup(self.group):
+            info = status.getJobInfo(job_id)
+            for stage_id in info.stageIds if info else ():
+                stage = status.getStageInfo(stage_id)
+                done += stage.numCompletedTasks if stage else 0
+        self.tracker.update(tasks_done=done, files=self.files.value, bytes=self.size.value)
+
+    def run(self) -> None:
+        while not self._halt.wait(0.5):
+            self.poll()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+        self.poll()
