@@ -3,25 +3,18 @@
 Seed 001 ("Conflict Resolution in the Staging Committers") and seed 002 ("Conflict
 resolution"): the directory committer resolves conflicts for the whole destination at job
 setup (fail) or job commit (replace); the partitioned committer only for the partitions that
-receive new data, failing the task that writes into an existing partition.
+receive new data, failing the task that writes into an existing partition. The policies work on
+any store through ``ListVisible``: the visible files under a directory of the destination.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from ..errors import ConflictError
-from ..paths import S3Location, is_hidden
-from ..store import ObjectInfo, S3Store
 
-
-def visible_objects(
-    store: S3Store, location: S3Location, relprefix: str = ""
-) -> Iterable[ObjectInfo]:
-    """Objects a reader would see under a directory: hidden names are skipped."""
-    for info in store.list_objects(location.bucket, location.key(relprefix)):
-        if not is_hidden(location.relative(info.key)):
-            yield info
+#: relative directory ("" or "day=1/") -> keys or paths of the visible files below it
+ListVisible = Callable[[str], list[str]]
 
 
 def _dir(partition_path: str) -> str:
@@ -34,50 +27,48 @@ class DirectoryConflict:
     def __init__(self, mode: str) -> None:
         self.mode = mode
 
-    def check_job(self, store: S3Store, location: S3Location) -> None:
+    def check_job(self, visible: ListVisible, url: str) -> None:
         if self.mode != "fail":
             return
-        existing = next(iter(visible_objects(store, location)), None)
-        if existing is not None:
+        existing = visible("")
+        if existing:
             raise ConflictError(
-                f"destination {location.url()} already holds data (e.g. {existing.key!r}) and "
+                f"destination {url} already holds data (e.g. {existing[0]!r}) and "
                 "conflict_mode is 'fail': use conflict_mode='append' or 'replace', or a new path"
             )
 
-    def check_task(self, store: S3Store, location: S3Location, partitions: set[str]) -> None:
+    def check_task(self, visible: ListVisible, url: str, partitions: set[str]) -> None:
         return None
 
-    def replaced_objects(
-        self, store: S3Store, location: S3Location, partitions: set[str]
-    ) -> list[ObjectInfo]:
-        return list(visible_objects(store, location)) if self.mode == "replace" else []
+    def replaced(self, visible: ListVisible, partitions: set[str]) -> list[str]:
+        return visible("") if self.mode == "replace" else []
 
 
 class PartitionConflict(DirectoryConflict):
     """Each partition directory that receives data is one unit of conflict."""
 
-    def check_job(self, store: S3Store, location: S3Location) -> None:
+    def check_job(self, visible: ListVisible, url: str) -> None:
         return None
 
-    def check_task(self, store: S3Store, location: S3Location, partitions: set[str]) -> None:
+    def check_task(self, visible: ListVisible, url: str, partitions: set[str]) -> None:
         if self.mode != "fail":
             return
         for partition in sorted(partitions):
-            existing = next(iter(visible_objects(store, location, _dir(partition))), None)
-            if existing is not None:
+            existing = visible(_dir(partition))
+            if existing:
                 where = partition or "the destination root"
                 raise ConflictError(
-                    f"partition {where} of {location.url()} already holds data "
-                    f"(e.g. {existing.key!r}) and conflict_mode is 'fail': use 'append' or "
-                    "'replace' (which replaces only the partitions that receive data)"
+                    f"partition {where} of {url} already holds data (e.g. {existing[0]!r}) and "
+                    "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
+                    "partitions that receive data)"
                 )
 
-    def replaced_objects(
-        self, store: S3Store, location: S3Location, partitions: set[str]
-    ) -> list[ObjectInfo]:
+    def replaced(self, visible: ListVisible, partitions: set[str]) -> list[str]:
         if self.mode != "replace":
             return []
-        found: list[ObjectInfo] = []
-        for partition in sorted(partitions):
-            found.extend(visible_objects(store, location, _dir(partition)))
-        return found
+        return [found for partition in sorted(partitions) for found in visible(_dir(partition))]
+
+
+def partition_of(relpath: str) -> str:
+    """The partition directory of a file path relative to the destination ("" at the root)."""
+    return relpath.rsplit("/", 1)[0] if "/" in relpath else ""

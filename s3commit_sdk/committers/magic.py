@@ -20,7 +20,7 @@ from ..formats import PendingSet, PendingUpload
 from ..paths import S3Location
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..store import S3Store
-from .conflict import DirectoryConflict, PartitionConflict
+from .conflict import DirectoryConflict, PartitionConflict, partition_of
 from .s3_job import S3Committer, load_commits_quietly
 
 MAGIC_DIR = "__magic"
@@ -211,8 +211,8 @@ class MagicCommitter(S3Committer):
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
         sink = self._sink
         assert sink is not None, "setup_task was not called"
-        partitions = {f.relpath.rsplit("/", 1)[0] if "/" in f.relpath else "" for f in files}
-        self.conflict.check_task(self.store, self.location, partitions)
+        partitions = {partition_of(f.relpath) for f in files}
+        self.conflict.check_task(self.visible, self.location.url(), partitions)
         pendingset = PendingSet(
             jobId=self.job.job_id,
             taskId=task.task_id,

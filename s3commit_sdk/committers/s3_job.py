@@ -22,13 +22,13 @@ from ..formats import (
     PendingSet,
     PendingUpload,
     iostatistics,
-    success_document,
 )
-from ..paths import SUCCESS_MARKER
+from ..paths import SUCCESS_MARKER, is_hidden
 from ..protocol import Committer, JobContext, JobOutcome
 from ..store import S3Store
 from ..store.s3 import multipart_etag
-from .conflict import DirectoryConflict
+from .conflict import DirectoryConflict, partition_of
+from .report import build_success
 
 
 class S3Committer(Committer):
@@ -44,6 +44,11 @@ class S3Committer(Committer):
         self._marker_owned = False
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
+
+    def visible(self, relprefix: str) -> list[str]:
+        """Keys a reader would see under a directory of the destination."""
+        listed = self.store.list_objects(self.location.bucket, self.location.key(relprefix))
+        return [o.key for o in listed if not is_hidden(self.location.relative(o.key))]
 
     def make_conflict_policy(self) -> DirectoryConflict:
         return self.conflict_class(self.job.conflict_mode)
@@ -75,7 +80,7 @@ class S3Committer(Committer):
         self.store.check_bucket(self.location.bucket)
         if self.store.head(self.location.bucket, self.location.marker_key) is not None:
             raise self._concurrent_commit_error(uploads_aborted=False)
-        self.conflict.check_job(self.store, self.location)
+        self.conflict.check_job(self.visible, self.location.url())
         self.store.put(self.location.bucket, self.alive_key, self.job.job_id.encode())
 
     # -- continuity: no attempt can add output after the job ended ----------------------------
@@ -130,9 +135,7 @@ class S3Committer(Committer):
         mark = time.monotonic()
         try:
             replaced = [
-                o.key
-                for o in self.conflict.replaced_objects(self.store, self.location, partitions)
-                if o.key not in new_keys
+                o for o in self.conflict.replaced(self.visible, partitions) if o not in new_keys
             ]
         except S3CommitError:
             self.abort_job(messages)
@@ -193,7 +196,9 @@ class S3Committer(Committer):
             requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
         requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
         partitions = sorted({self._partition_path(c) for c in commits})
-        success = self._success(files, partitions, journal.replaced, phases, requests, commits)
+        success = build_success(
+            self.job, self.name, files, partitions, len(journal.replaced), phases, requests
+        )
         if journal.markSuccess:
             self._write_success(success)
         self._end_commit()
@@ -259,8 +264,7 @@ class S3Committer(Committer):
             ) from exc
 
     def _partition_path(self, commit: PendingUpload) -> str:
-        relpath = self.location.relative(commit.destinationKey)
-        return relpath.rsplit("/", 1)[0] if "/" in relpath else ""
+        return partition_of(self.location.relative(commit.destinationKey))
 
     def _complete_all(self, commits: list[PendingUpload], messages: list[str]) -> dict[str, str]:
         """Complete every upload in parallel; on any failure roll back and raise."""
@@ -331,46 +335,6 @@ class S3Committer(Committer):
             for op, n in pendingset.iostatistics.get("counters", {}).items():
                 totals[op] = totals.get(op, 0) + n
         return dict(sorted(totals.items()))
-
-    def _success(self, files, partitions, replaced, phases, requests, commits) -> dict[str, Any]:
-        total_bytes = sum(c.length for c in commits)
-        metrics = {
-            "committer_commits_completed": len(commits),
-            "committer_bytes_committed": total_bytes,
-            "committer_bytes_uploaded": total_bytes,
-            "committer_jobs_completed": 1,
-            "committer_tasks_completed": len({c.taskId for c in commits}),
-            "objects_deleted": len(replaced),
-            **{f"requests.{op}": n for op, n in requests.items()},
-        }
-        return success_document(
-            committer=self.name,
-            job_id=self.job.job_id,
-            job_id_source=self.job.job_id_source,
-            description=f"s3commit_sdk {self.name} committer",
-            filenames=["/" + f["key"] for f in files],
-            metrics=metrics,
-            diagnostics={
-                "destination": self.location.url(),
-                "conflict-mode": self.job.conflict_mode,
-                "format": self.job.format,
-                **{k: str(v) for k, v in self.job.options.public().items()},
-            },
-            extra={
-                "destination": self.location.url(),
-                "conflictMode": self.job.conflict_mode,
-                "format": self.job.format,
-                "partitionBy": list(self.job.partition_by),
-                "files": [{k: v for k, v in f.items() if k != "path"} for f in files],
-                "partitions": [p for p in partitions if p],
-                "replacedObjects": len(replaced),
-                "rows": sum(c.rows for c in commits),
-                "bytes": total_bytes,
-                "bytesUploaded": total_bytes,
-                "durations": {k: round(v, 6) for k, v in phases.items()},
-                "requests": requests,
-            },
-        )
 
     # -- abort and cleanup --------------------------------------------------------------------
     def cleanup(self, messages: list[str], committed: set[str]) -> None:

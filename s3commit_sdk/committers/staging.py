@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..formats import PendingSet, PendingUpload
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
-from .conflict import PartitionConflict
+from .conflict import PartitionConflict, partition_of
 from .s3_job import S3Committer
 
 
@@ -62,8 +62,8 @@ class DirectoryStagingCommitter(S3Committer):
         return LocalDirSink(root)
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
-        partitions = {f.relpath.rsplit("/", 1)[0] if "/" in f.relpath else "" for f in files}
-        self.conflict.check_task(self.store, self.location, partitions)
+        partitions = {partition_of(f.relpath) for f in files}
+        self.conflict.check_task(self.visible, self.location.url(), partitions)
         root = self.attempt_dir(task)
         part_size = self.job.options.multipart_size
         commits = [self._initiate(task, f) for f in files]

@@ -194,6 +194,17 @@ class S3Store:
         )
         return reply["ETag"]
 
+    def copy(self, bucket: str, source: str, target: str) -> str:
+        """Server-side copy: what a "rename" costs on S3 (seed 003, "Results")."""
+        reply = self._call(
+            f"copying {source!r} to {target!r}",
+            bucket,
+            self.client.copy_object,
+            Key=target,
+            CopySource={"Bucket": bucket, "Key": source},
+        )
+        return reply["CopyObjectResult"]["ETag"]
+
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
         """Create ``key`` only if it does not exist (``If-None-Match: *``); False if it did."""
         reply = self._call(
