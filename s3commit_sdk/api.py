@@ -9,12 +9,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from .committers import COMMITTERS
+from .committers import COMMITTERS, S3_ONLY
 from .engines.local import run_local_tasks, to_arrow
 from .engines.spark import is_spark_dataframe, run_spark_tasks, spark_conf, spark_schema_to_arrow
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidPathError
 from .options import CONFLICT_MODES, resolve_options, spark_conf_defaults
-from .paths import HIVE_DEFAULT_PARTITION, is_hidden, parse_s3_url
+from .paths import HIVE_DEFAULT_PARTITION, S3Location, is_hidden, parse_destination
 from .progress import ProgressTracker, make_listener
 from .protocol import JobContext, execute_job
 from .store import S3Settings
@@ -81,10 +81,20 @@ def write_committed(
         raise InvalidArgumentError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     resolved = resolve_options(options, spark_conf_defaults(spark_conf(df)) if spark else None)
     mode = _conflict_mode(conflict_mode, resolved.conflict_mode)
-    location = parse_s3_url(path)
+    location = parse_destination(path)
+    if committer in S3_ONLY and not isinstance(location, S3Location):
+        raise InvalidPathError(
+            f"committer {committer!r} writes to S3: use an s3:// destination, or "
+            "committer='manifest' / 'file' for a store with rename such as file://"
+        )
     columns = _partition_columns(partition_by)
 
     if spark:
+        if getattr(location, "scheme", "") == "memory":
+            raise InvalidPathError(
+                "memory:// lives inside one Python process; Spark tasks run in other "
+                "processes: use file:// or s3:// with a Spark DataFrame"
+            )
         schema = spark_schema_to_arrow(df)
     else:
         try:

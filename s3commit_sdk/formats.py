@@ -241,3 +241,54 @@ class CommitMarker:
             raise
         except (ValueError, TypeError) as exc:
             raise PendingSetError(f"malformed commit marker: {exc}") from exc
+
+
+TASK_MANIFEST_TYPE = (
+    "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
+)
+
+
+def task_manifest(
+    job_id: str,
+    task_id: str,
+    attempt_id: str,
+    attempt_dir: str,
+    files: list[dict[str, Any]],
+    directories: list[dict[str, Any]],
+    extra: dict[str, Any],
+    counters: dict[str, int],
+) -> str:
+    """A manifest committer task manifest (seed 004, reference/hadoop-committers-facts.md).
+
+    ``files`` entries: ``s`` source URI, ``d`` destination URI, ``z`` size, ``e`` etag;
+    ``directories``: ``d`` URI, ``t`` status, ``l`` depth. URIs are percent-encoded.
+    """
+    return json.dumps(
+        {
+            "type": TASK_MANIFEST_TYPE,
+            "version": 1,
+            "jobId": job_id,
+            "jobAttemptNumber": 0,
+            "taskID": task_id,
+            "taskAttemptID": attempt_id,
+            "taskAttemptDir": attempt_dir,
+            "files": files,
+            "directories": directories,
+            "extraData": extra,
+            "iostatistics": iostatistics(counters),
+        }
+    )
+
+
+def load_task_manifest(body: bytes, job_id: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise PendingSetError(f"malformed task manifest: {exc}") from exc
+    _require(isinstance(doc, dict), "a task manifest must be a JSON object")
+    _require(doc.get("type") == TASK_MANIFEST_TYPE, f"not a task manifest: {doc.get('type')!r}")
+    _require(doc.get("version") == 1, f"unknown task manifest version {doc.get('version')!r}")
+    _require(doc.get("jobId") == job_id, f"task manifest of job {doc.get('jobId')!r}")
+    destinations = [f.get("d") for f in doc.get("files", [])]
+    _require(len(destinations) == len(set(destinations)), "duplicate destinations in a manifest")
+    return doc

@@ -83,6 +83,8 @@ class CommitOptions:
     max_records_per_file: int = 0
     validate_output: bool = False
     magic_cleanup: bool = True
+    algorithm_version: int = 1
+    success_json: bool = False
     retry_mode: str = "standard"
     retry_max_attempts: int = 5
     endpoint: str | None = None
@@ -119,6 +121,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "max_records_per_file": ("max_records_per_file", lambda n, v: parse_int(n, v, 0)),
     "validate.output": ("validate_output", parse_bool),
     "magic.cleanup": ("magic_cleanup", parse_bool),
+    "algorithm.version": ("algorithm_version", lambda n, v: int(parse_choice(n, v, ("1", "2")))),
+    "success.json": ("success_json", parse_bool),
     "retry.mode": ("retry_mode", lambda n, v: parse_choice(n, v, ("standard", "adaptive"))),
     "retry.max-attempts": ("retry_max_attempts", lambda n, v: parse_int(n, v, 1)),
     "endpoint": ("endpoint", _text),

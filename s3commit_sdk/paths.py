@@ -67,6 +67,50 @@ class S3Location:
         return f"{self.hidden_prefix}COMMIT_IN_PROGRESS"
 
 
+RENAME_SCHEMES = ("file", "memory")
+
+
+@dataclass(frozen=True)
+class FsLocation:
+    """A destination on a store with atomic file rename (``file://``, ``memory://``, ...).
+
+    ``root`` is the store's own path of the destination directory, without a trailing ``/``.
+    """
+
+    scheme: str
+    root: str
+
+    def path(self, relpath: str = "") -> str:
+        return f"{self.root}/{relpath}" if relpath else self.root
+
+    def key(self, relpath: str = "") -> str:
+        """The store path of ``relpath`` (the name mirrors ``S3Location.key``)."""
+        return self.path(relpath.rstrip("/"))
+
+    def url(self, path: str | None = None) -> str:
+        return f"{self.scheme}://{self.root if path is None else path}"
+
+    def relative(self, path: str) -> str:
+        if not path.startswith(self.root + "/"):
+            raise InvalidPathError(f"{path!r} does not lie under {self.url()}")
+        return path[len(self.root) + 1 :]
+
+
+def parse_destination(path: str) -> S3Location | FsLocation:
+    """``s3://`` / ``s3a://`` URLs, or ``file://`` and other rename-capable fsspec URLs."""
+    scheme = urlsplit(path).scheme if isinstance(path, str) else ""
+    if scheme in S3_SCHEMES or scheme not in RENAME_SCHEMES:
+        return parse_s3_url(path)
+    root = path.split("://", 1)[1].rstrip("/")
+    if scheme == "file" and not root.startswith("/"):
+        raise InvalidPathError(f"{path!r} must be an absolute path: file:///abs/path")
+    if scheme == "memory":
+        root = "/" + root.lstrip("/")
+    if not root.strip("/") or any(seg in (".", "..") for seg in root.split("/")):
+        raise InvalidPathError(f"{path!r} needs a directory below the root, without '.' or '..'")
+    return FsLocation(scheme, root)
+
+
 def parse_s3_url(path: str) -> S3Location:
     """Parse ``s3://bucket/prefix`` (or ``s3a://``) with clear errors for what cannot work."""
     if not isinstance(path, str) or not path.strip():
@@ -74,8 +118,8 @@ def parse_s3_url(path: str) -> S3Location:
     parts = urlsplit(path)
     if parts.scheme not in S3_SCHEMES:
         raise InvalidPathError(
-            f"unsupported scheme in {path!r}: use s3://bucket/prefix (or s3a://) for the "
-            "S3 committers"
+            f"unsupported scheme in {path!r}: use s3://bucket/prefix (or s3a://), or "
+            f"{', '.join(s + '://' for s in RENAME_SCHEMES)} for the manifest and file committers"
         )
     if not parts.netloc:
         raise InvalidPathError(f"{path!r} has no bucket: write it as s3://bucket/prefix")

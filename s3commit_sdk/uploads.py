@@ -159,6 +159,43 @@ def abort_uploads(
         return list(zip(chosen, done, strict=True))
 
 
+def upload_parts(
+    path: str,
+    upload: PendingUploadInfo,
+    *,
+    options: dict[str, Any] | None = None,
+    store: S3Store | None = None,
+) -> tuple[int, int] | None:
+    """``(parts, bytes)`` uploaded so far to a pending upload under ``path``: what S3 bills.
+
+    None where the parts cannot be listed (the upload is gone, or ``s3:ListMultipartUploadParts``
+    is not allowed). Pages through every part.
+    """
+    location = parse_s3_url(path)
+    location.relative(upload.key)  # raises InvalidPathError outside the directory
+    s3 = _store(options, store)
+    parts = size = 0
+    marker: dict[str, Any] = {}
+    while True:
+        page = s3._call(
+            f"listing the parts of {upload.key!r}",
+            location.bucket,
+            s3.client.list_parts,
+            tolerate=("NoSuchUpload", "404", "AccessDenied", "403"),
+            Key=upload.key,
+            UploadId=upload.upload_id,
+            **marker,
+        )
+        if page is None:
+            return None
+        for part in page.get("Parts", []):
+            parts += 1
+            size += int(part.get("Size", 0))
+        if not page.get("IsTruncated"):
+            return parts, size
+        marker = {"PartNumberMarker": page.get("NextPartNumberMarker", 0)}
+
+
 def describe_upload(
     upload: PendingUploadInfo, bucket: str, now: datetime | None = None
 ) -> dict[str, Any]:

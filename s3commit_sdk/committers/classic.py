@@ -1,0 +1,96 @@
+"""The classic FileOutputCommitter, algorithms 1 and 2 (seed 000, "The FileOutputCommitter").
+
+v1: task commit renames the attempt directory to the committed-task directory; job commit
+merges every committed task directory into the destination (``mergePathsV1``). v2: task commit
+merges the attempt's files straight into the destination (``mergePathsV2``), so a failed job
+can leave partial output visible. On S3 each rename is a server-side copy plus a delete per
+file, as in Hadoop's S3A client: it exists for ``file://`` users and as the benchmark baseline.
+The job directory is ``_temporary/<job UUID>`` rather than a reused ``_temporary/0``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+
+from ..paths import S3Location
+from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
+from .rename_base import TEMPORARY, RenameCommitter
+
+log = logging.getLogger(__name__)
+S3_WARNING = (
+    "the classic file committer on S3 renames by copying every object twice (v1) or once (v2) "
+    "and deleting the source: it is neither safe nor fast there; use committer='directory', "
+    "'partitioned' or 'magic'"
+)
+
+
+class ClassicCommitter(RenameCommitter):
+    name = "file"
+
+    def __init__(self, job) -> None:
+        super().__init__(job)
+        self.version = job.options.algorithm_version
+
+    @property
+    def job_dir(self) -> str:
+        return self.path(f"{TEMPORARY}/{self.job.job_id}")
+
+    def attempt_dir(self, task: TaskAttemptContext) -> str:
+        return f"{self.job_dir}/{TEMPORARY}/{task.attempt_id}"
+
+    def committed_dir(self, task_id: str) -> str:
+        return f"{self.job_dir}/{task_id}"
+
+    def setup_job(self) -> None:
+        if isinstance(self.location, S3Location):
+            log.warning(S3_WARNING)
+            warnings.warn(S3_WARNING, stacklevel=2)
+        super().setup_job()
+
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+        self.check_task_conflicts([f.relpath for f in files])
+        source = self.attempt_dir(task)
+        if self.version == 1:  # rename the attempt directory to the committed-task directory
+            target = self.committed_dir(task.task_id)
+            self.store.delete(target)
+            self.store.rename_dir(source, target)
+        else:  # v2: merge the attempt's files into the destination now
+            self._merge(source)
+        return json.dumps(
+            {
+                "task": task.task_id,
+                "files": [[f.relpath, f.rows, f.size, f.partition] for f in files],
+                "requests": self.store.counters.snapshot(),
+            }
+        )
+
+    def _merge(self, source: str) -> None:
+        """mergePaths: every file under ``source`` to the same relative path in the dest."""
+        moves = []
+        for path, _ in self.store.list_files(source):
+            target = self.path(path[len(source) + 1 :])
+            moves.append((path, target))
+        for directory in sorted({t.rsplit("/", 1)[0] for _, t in moves}):
+            self.store.mkdirs(directory)
+        self.move_all(moves)
+
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        started = time.monotonic()
+        results = [json.loads(m) for m in messages]
+        relpaths = [f[0] for r in results for f in r["files"]]
+        replaced = self.replaced_files(relpaths) if self.version == 1 else []
+        mark = time.monotonic()
+        if self.version == 1:
+            for result in results:
+                self._merge(self.committed_dir(result["task"]))
+        phases["merge"] = time.monotonic() - mark
+        entries = [
+            self.entry(self.path(rel), rows, size, partition, r["task"])
+            for r in results
+            for rel, rows, size, partition in r["files"]
+        ]
+        tasks = [r["requests"] for r in results]
+        return self.finish(entries, replaced, phases, started, self.job.options.success_json, tasks)

@@ -1,0 +1,151 @@
+"""The manifest committer (seed 004, "Manifest Committer Protocol").
+
+Tasks write under ``$dest/_temporary/manifest_$jobID/00/tasks/<attempt>/``; task commit scans
+that directory into a JSON task manifest saved under a temporary name and renamed into
+``manifests/``; job commit loads the manifests in parallel, creates the merged set of
+directories, renames every file in parallel, optionally validates sizes, writes ``_SUCCESS``,
+and deletes the task directories in parallel before the job directory.
+
+Manifests are named by task *attempt* (``<attemptId>-manifest.json``), not by task as in the
+seed, and the task result names the one to load: a losing speculative attempt can never replace
+the winner's manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote, unquote
+
+from ..errors import CommitError, PendingSetError
+from ..formats import load_task_manifest, task_manifest
+from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
+from .conflict import PartitionConflict
+from .rename_base import TEMPORARY, RenameCommitter
+
+DIR_STATUS_DIR = 3  # the manifest's directory status "dir"
+
+
+class ManifestCommitter(RenameCommitter):
+    name = "manifest"
+    conflict_class = PartitionConflict
+
+    @property
+    def job_dir(self) -> str:
+        return self.path(f"{TEMPORARY}/manifest_{self.job.job_id}/00")
+
+    def attempt_dir(self, task: TaskAttemptContext) -> str:
+        return f"{self.job_dir}/tasks/{task.attempt_id}"
+
+    def setup_job(self) -> None:
+        super().setup_job()
+        self.store.mkdirs(f"{self.job_dir}/tasks")
+        self.store.mkdirs(f"{self.job_dir}/manifests")
+
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+        self.check_task_conflicts([f.relpath for f in files])
+        root = self.attempt_dir(task)
+        written = {f.relpath: f for f in files}
+        entries, extra, directories = [], {}, {}
+        for source, size in self.store.list_files(root):  # the scan of seed 004
+            relpath = source[len(root) + 1 :]
+            target = self.path(relpath)
+            entries.append({"s": quote(source), "d": quote(target), "z": size, "e": None})
+            info = written.get(relpath)
+            extra[quote(target)] = {
+                "rows": info.rows if info else 0,
+                "partition": info.partition if info else {},
+            }
+            parent = relpath.rsplit("/", 1)[0] if "/" in relpath else ""
+            if parent:
+                depth = parent.count("/") + 1
+                directories[quote(self.path(parent))] = {"t": DIR_STATUS_DIR, "l": depth}
+        manifest = task_manifest(
+            self.job.job_id,
+            task.task_id,
+            task.attempt_id,
+            quote(root),
+            entries,
+            [{"d": d, **v} for d, v in sorted(directories.items())],
+            extra,
+            self.store.counters.snapshot(),
+        )
+        final = f"{self.job_dir}/manifests/{task.attempt_id}-manifest.json"
+        temporary = final + ".tmp"
+        self.store.write_bytes(temporary, manifest.encode())
+        self.store.delete(final)
+        self.store.rename(temporary, final)
+        return json.dumps({"manifest": final, "task": task.task_id, "attempt": task.attempt_id})
+
+    def _load(self, message: str) -> dict:
+        pointer = json.loads(message)
+        expected = f"{self.job_dir}/manifests/"
+        if not pointer["manifest"].startswith(expected):
+            raise PendingSetError(f"manifest {pointer['manifest']!r} is outside {expected!r}")
+        doc = load_task_manifest(self.store.read_bytes(pointer["manifest"]), self.job.job_id)
+        if doc["taskAttemptID"] != pointer["attempt"]:
+            raise PendingSetError(f"manifest of {doc['taskAttemptID']}, not {pointer['attempt']}")
+        return doc
+
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        started = time.monotonic()
+        try:
+            manifests = self.parallel(self._load, messages)  # job_stage_load_manifests
+        except Exception as exc:
+            self.abort_job(messages)
+            raise CommitError(
+                f"job {self.job.job_id}: loading the task manifests failed ({exc}); nothing "
+                f"became visible at {self.location.url()} and the job was aborted"
+            ) from exc
+        phases["load_manifests"] = time.monotonic() - started
+        moves, entries, seen = [], [], set()
+        for doc in manifests:
+            for f in doc["files"]:
+                source, target = unquote(f["s"]), unquote(f["d"])
+                self.relative(target)  # raises if a manifest points outside the destination
+                if target in seen:
+                    self.abort_job(messages)
+                    raise CommitError(f"two task manifests both write {target!r}")
+                seen.add(target)
+                moves.append((source, target))
+                info = doc["extraData"].get(f["d"], {})
+                entries.append(
+                    (target, info.get("rows", 0), f["z"], info.get("partition", {}), doc["taskID"])
+                )
+        replaced = self.replaced_files([self.relative(t) for _, t in moves])
+        mark = time.monotonic()
+        dirs = sorted({unquote(d["d"]) for doc in manifests for d in doc["directories"]})
+        self.parallel(self.store.mkdirs, dirs)  # job_stage_create_target_dirs
+        phases["create_target_dirs"] = time.monotonic() - mark
+        mark = time.monotonic()
+        try:
+            self.move_all(moves)  # job_stage_rename_files
+        except CommitError:
+            self.abort_job(messages)
+            raise
+        phases["rename_files"] = time.monotonic() - mark
+        if self.job.options.validate_output:
+            self._validate(entries)
+        files = [self.entry(*e) for e in entries]
+        tasks = [doc["iostatistics"]["counters"] for doc in manifests]
+        return self.finish(files, replaced, phases, started, True, tasks)
+
+    def _validate(self, entries: list[tuple]) -> None:
+        """job_stage_optional_validate_output: every file is there with its size."""
+        sizes = dict(self.store.list_files(self.path()))
+        wrong = [t for t, _rows, size, *_ in entries if sizes.get(t) != size]
+        if wrong:
+            raise CommitError(
+                f"validation failed: {len(wrong)} files missing or resized: {wrong[:3]}"
+            )
+
+    def cleanup_job_dir(self) -> None:
+        """Task directories in parallel first (seed 004, cleanup stage), then the job's."""
+        tasks = f"{self.job_dir}/tasks"
+        attempts = sorted(
+            {p[len(tasks) + 1 :].split("/")[0] for p, _ in self.store.list_files(tasks)}
+        )
+        self.parallel(self.store.delete, [f"{tasks}/{a}" for a in attempts])
+        self.store.delete(self.path(f"{TEMPORARY}/manifest_{self.job.job_id}"))
+        if not self.store.list_files(self.temporary):
+            self.store.delete(self.temporary)

@@ -1,0 +1,185 @@
+"""What the rename-based committers (manifest, classic) share: store, sink, conflicts, _SUCCESS.
+
+They write task output into a job directory under ``<dest>/_temporary/`` and make it visible by
+renaming files, which is atomic and cheap on ``file://``, HDFS-like stores, ABFS and GCS, and a
+copy plus a delete per file on S3 (seed 000, "The FileOutputCommitter"; seed 004).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CommitError, S3CommitError
+from ..paths import SUCCESS_MARKER, S3Location, is_hidden
+from ..protocol import Committer, JobContext, JobOutcome, OutputSink, TaskAttemptContext
+from ..store.rename import LocalStore, RenameStore, open_rename_store
+from .conflict import DirectoryConflict, partition_of
+from .report import build_success
+
+TEMPORARY = "_temporary"
+
+
+class StoreSink(OutputSink):
+    """Files under a task attempt directory of a rename-capable store."""
+
+    def __init__(self, store: RenameStore, root: str) -> None:
+        self.store, self.root = store, root
+
+    def open(self, relpath: str) -> pa.NativeFile:
+        path = f"{self.root}/{relpath}"
+        if isinstance(self.store, LocalStore):  # native I/O for local disks
+            self.store.mkdirs(path.rsplit("/", 1)[0])
+            return pa.OSFile(path, "wb")
+        return pa.PythonFile(self.store.open_write(path), mode="w")
+
+
+class RenameCommitter(Committer):
+    conflict_class: type[DirectoryConflict] = DirectoryConflict
+
+    def __init__(self, job: JobContext) -> None:
+        super().__init__(job)
+        self.location = job.location
+        threads = job.options.threads
+        self.store = open_rename_store(job.location, job.settings, pool_size=threads + 4)
+        self.conflict = self.conflict_class(job.conflict_mode)
+
+    # -- paths ---------------------------------------------------------------------------------
+    def path(self, relpath: str = "") -> str:
+        return self.location.key(relpath)
+
+    def relative(self, path: str) -> str:
+        return self.location.relative(path)
+
+    @property
+    def temporary(self) -> str:
+        return self.path(TEMPORARY)
+
+    @property
+    def job_dir(self) -> str:
+        raise NotImplementedError
+
+    def attempt_dir(self, task: TaskAttemptContext) -> str:
+        raise NotImplementedError
+
+    def visible(self, relprefix: str) -> list[str]:
+        files = self.store.list_files(self.path(relprefix))
+        return [p for p, _ in files if not is_hidden(self.relative(p))]
+
+    def parallel(self, action, items: list) -> list:
+        with ThreadPoolExecutor(self.job.options.threads, "s3commit-rename") as pool:
+            return list(pool.map(action, items))
+
+    # -- job and task setup ---------------------------------------------------------------------
+    def setup_job(self) -> None:
+        self.conflict.check_job(self.visible, self.location.url())
+        self.store.mkdirs(self.job_dir)
+
+    def setup_task(self, task: TaskAttemptContext) -> OutputSink:
+        root = self.attempt_dir(task)
+        self.store.delete(root)  # a previous attempt's leftovers
+        self.store.mkdirs(root)
+        return StoreSink(self.store, root)
+
+    def abort_task(self, task: TaskAttemptContext) -> None:
+        self.store.delete(self.attempt_dir(task))
+
+    def check_task_conflicts(self, relpaths: list[str]) -> None:
+        partitions = {partition_of(r) for r in relpaths}
+        self.conflict.check_task(self.visible, self.location.url(), partitions)
+
+    # -- job end --------------------------------------------------------------------------------
+    def replaced_files(self, relpaths: list[str]) -> list[str]:
+        """Listed before anything moves; new names carry the job UUID and never collide."""
+        new = {self.path(r) for r in relpaths}
+        partitions = {partition_of(r) for r in relpaths}
+        return [p for p in self.conflict.replaced(self.visible, partitions) if p not in new]
+
+    def move_all(self, moves: list[tuple[str, str]]) -> None:
+        """Rename files in parallel; on a failure say exactly what became visible."""
+        done: list[str] = []
+        failed = threading.Event()
+
+        def move(pair: tuple[str, str]) -> None:
+            if failed.is_set():  # stop at the first failure: make no more visible
+                return
+            try:
+                self.store.rename(*pair)
+            except BaseException:
+                failed.set()
+                raise
+            done.append(pair[1])
+
+        try:
+            self.parallel(move, moves)
+        except S3CommitError as exc:
+            shown = ", ".join(self.location.url(p) for p in sorted(done)[:5])
+            more = f" and {len(done) - 5} more" if len(done) > 5 else ""
+            raise CommitError(
+                f"job {self.job.job_id}: a rename failed during job commit ({exc}); "
+                f"{len(done)} of {len(moves)} files had already become visible at "
+                f"{self.location.url()}: {shown or 'none'}{more}. The job was aborted; delete "
+                f"files containing {self.job.job_id} to undo it."
+            ) from exc
+
+    def finish(
+        self,
+        entries: list[dict[str, Any]],
+        replaced: list[str],
+        phases: dict[str, float],
+        started: float,
+        json_success: bool = True,
+        task_requests: Sequence[dict[str, int]] = (),
+    ) -> JobOutcome:
+        """Delete replaced files, write _SUCCESS, clean the job directory.
+
+        Requests are the driver's plus those the tasks reported.
+        """
+        mark = time.monotonic()
+        for path in replaced:
+            self.store.delete(path)
+        phases["replace_delete"] = time.monotonic() - mark
+        mark = time.monotonic()
+        self.cleanup_job_dir()
+        phases["cleanup"] = time.monotonic() - mark
+        phases["job_commit"] = time.monotonic() - started
+        partitions = sorted({partition_of(self.relative(e["key"])) for e in entries})
+        requests = Counter(self.store.counters.snapshot())
+        for counts in task_requests:
+            requests.update(counts)
+        if self.job.options.mark_successful_jobs:
+            requests["PutObject" if isinstance(self.location, S3Location) else "create"] += 1
+        requests = dict(sorted(requests.items()))
+        success = build_success(
+            self.job, self.name, entries, partitions, len(replaced), phases, requests, False
+        )
+        if self.job.options.mark_successful_jobs:
+            body = json.dumps(success, indent=2).encode() if json_success else b""
+            self.store.write_bytes(self.path(SUCCESS_MARKER), body)
+        return JobOutcome(entries, success, phases, requests)
+
+    def entry(self, path: str, rows: int, size: int, partition: dict, task: str) -> dict:
+        return {
+            "path": self.location.url(path),
+            "key": path,
+            "size": size,
+            "rows": rows,
+            "partition": partition,
+            "etag": self.store.etag(path) or "",
+            "task": task,
+        }
+
+    def cleanup_job_dir(self) -> None:
+        self.store.delete(self.job_dir)
+        if not self.store.list_files(self.temporary):
+            self.store.delete(self.temporary)
+
+    def abort_job(self, messages: list[str]) -> None:
+        self.cleanup_job_dir()

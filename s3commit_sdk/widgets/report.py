@@ -1,0 +1,222 @@
+"""``SuccessReport``: a committed job's ``_SUCCESS`` document as a summary, tables and charts.
+
+Accepts a destination path (the document is read with :func:`s3commit_sdk.uploads.read_success`,
+as ``s3commit success`` does), a :class:`~s3commit_sdk.WriteResult`, or an already parsed
+document. The classic committer's ``_SUCCESS`` is an empty file: the report says so plainly
+instead of showing empty tables. Charts are inline SVG, so nothing beyond ipywidgets is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import ipywidgets as widgets
+
+from .. import uploads as up
+from ._common import (
+    FONT,
+    WidgetWrapper,
+    esc,
+    format_bytes,
+    format_seconds,
+    histogram,
+    html_table,
+    svg_bar_chart,
+)
+
+ROOT = "(no partition)"
+MAX_FILE_ROWS = 200
+
+
+def _partition_name(partition: Mapping[str, Any] | None) -> str:
+    if not partition:
+        return ROOT
+    return "/".join(
+        f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in partition.items()
+    )
+
+
+class SuccessReport(WidgetWrapper):
+    """Summary (committer, mode, rows, bytes, files, durations per phase), partitions and files
+    tables, and charts of bytes per partition and of task durations (or, when the document has
+    no task timings, bytes per task)."""
+
+    def __init__(self, path_or_result: Any, options: dict[str, Any] | None = None) -> None:
+        self.source, self.doc = self._load(path_or_result, options)
+        self.classic = self.doc is None
+        doc = self.doc or {}
+        self.files: list[dict[str, Any]] = [dict(f) for f in doc.get("files", [])]
+        self.partitions = self._partitions(self.files)
+        self.task_durations = self._task_durations(doc)
+        self.task_bytes: dict[str, int] = {}
+        for entry in self.files:
+            task = str(entry.get("task") or "?")
+            self.task_bytes[task] = self.task_bytes.get(task, 0) + int(entry.get("size", 0))
+        self.html = self._classic_html() if self.classic else self._report_html()
+        self.view = widgets.HTML(self.html)
+        self.widget = widgets.VBox(
+            [self.view], layout=widgets.Layout(border="1px solid #ccc", padding="6px 10px")
+        )
+        self.widget.add_class("s3commit-success-report")
+
+    # -- input ----------------------------------------------------------------------------------
+    @staticmethod
+    def _load(value: Any, options: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+        if isinstance(value, str):
+            return value, up.read_success(value, options)
+        if hasattr(value, "success") and hasattr(value, "destination"):  # a WriteResult
+            return value.destination, value.success
+        if value is None or isinstance(value, Mapping):
+            doc = dict(value) if value is not None else None
+            return (doc or {}).get("destination", "?"), doc
+        raise TypeError(
+            "SuccessReport wants an s3:// path, a WriteResult or a parsed _SUCCESS document, "
+            f"not {type(value).__name__}"
+        )
+
+    @staticmethod
+    def _partitions(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        totals: dict[str, dict[str, Any]] = {}
+        for entry in files:
+            name = _partition_name(entry.get("partition"))
+            row = totals.setdefault(name, {"partition": name, "files": 0, "rows": 0, "bytes": 0})
+            row["files"] += 1
+            row["rows"] += int(entry.get("rows", 0))
+            row["bytes"] += int(entry.get("size", 0))
+        return [totals[name] for name in sorted(totals)]
+
+    @staticmethod
+    def _task_durations(doc: Mapping[str, Any]) -> dict[str, float] | None:
+        """Seconds per task when the document records them (``taskDurations``), else None."""
+        found = doc.get("taskDurations")
+        if isinstance(found, Mapping) and found:
+            try:
+                return {str(k): float(v) for k, v in found.items()}
+            except (TypeError, ValueError):
+                return None
+        return None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        doc = self.doc or {}
+        return {
+            "destination": self.source,
+            "classic": self.classic,
+            "committer": "classic (FileOutputCommitter)" if self.classic else doc.get("committer"),
+            "job": doc.get("jobId"),
+            "conflict_mode": doc.get("conflictMode"),
+            "format": doc.get("format"),
+            "partition_by": list(doc.get("partitionBy", [])),
+            "rows": doc.get("rows"),
+            "bytes": doc.get("bytes"),
+            "files": len(self.files) if not self.classic else None,
+            "replaced_objects": doc.get("replacedObjects"),
+            "durations": dict(doc.get("durations", {})),
+            "requests": dict(doc.get("requests", {})),
+        }
+
+    # -- rendering ------------------------------------------------------------------------------
+    def _classic_html(self) -> str:
+        return (
+            f'<div style="{FONT}"><b>_SUCCESS of {esc(self.source)}</b></div>'
+            f'<div class="s3commit-classic" style="{FONT} color:#8a6d00; max-width:720px">'
+            "⚠ This _SUCCESS is the <b>0-byte marker of the classic FileOutputCommitter</b>: it "
+            "only says that a job finished. It records no committer, files, rows, bytes or "
+            "timings, so there is nothing more to report. Jobs written with s3commit's "
+            "committers (directory, partitioned, magic) leave a JSON _SUCCESS with all of "
+            "that.</div>"
+        )
+
+    def _report_html(self) -> str:
+        s = self.summary
+        doc = self.doc or {}
+        facts = [
+            ("committer", s["committer"]),
+            ("job", s["job"]),
+            ("destination", s["destination"]),
+            ("conflict mode", s["conflict_mode"]),
+            ("format", s["format"]),
+            ("partitioned by", ", ".join(s["partition_by"]) or "-"),
+            ("committed", doc.get("date")),
+            ("files", s["files"]),
+            ("rows", s["rows"]),
+            ("bytes", f"{format_bytes(s['bytes'])} ({s['bytes']} B)"),
+            ("replaced objects", s["replaced_objects"]),
+        ]
+        durations = s["durations"]
+        phase_chart = svg_bar_chart(
+            list(durations),
+            [float(v) for v in durations.values()],
+            title="duration per phase",
+            formatter=format_seconds,
+            width=380,
+        )
+        partition_chart = svg_bar_chart(
+            [p["partition"] for p in self.partitions],
+            [p["bytes"] for p in self.partitions],
+            title="bytes per partition",
+            formatter=format_bytes,
+        )
+        if self.task_durations:
+            bins = histogram(list(self.task_durations.values()))
+            task_chart = svg_bar_chart(
+                [f"{format_seconds(lo)}–{format_seconds(hi)}" for lo, hi, _ in bins],
+                [count for _, _, count in bins],
+                title=f"task durations ({len(self.task_durations)} tasks)",
+                formatter=lambda n: f"{n:.0f} task(s)",
+            )
+        else:
+            tasks = sorted(self.task_bytes)
+            task_chart = svg_bar_chart(
+                tasks,
+                [self.task_bytes[t] for t in tasks],
+                title="bytes per task",
+                formatter=format_bytes,
+            ) + (
+                f'<div style="{FONT} color:#666">This _SUCCESS records no task durations; '
+                "phase durations are above.</div>"
+            )
+        partitions_table = html_table(
+            ["partition", "files", "rows", "bytes"],
+            [
+                (p["partition"], p["files"], p["rows"], format_bytes(p["bytes"]))
+                for p in self.partitions
+            ],
+            numeric=(1, 2, 3),
+            css_class="s3commit-partitions",
+        )
+        files_table = html_table(
+            ["key", "partition", "rows", "size", "task", "ETag"],
+            [
+                (
+                    f.get("key"),
+                    _partition_name(f.get("partition")),
+                    f.get("rows"),
+                    format_bytes(f.get("size")),
+                    f.get("task"),
+                    str(f.get("etag", "")).strip('"'),
+                )
+                for f in sorted(self.files, key=lambda f: str(f.get("key")))
+            ],
+            numeric=(2, 3),
+            max_rows=MAX_FILE_ROWS,
+            css_class="s3commit-files",
+        )
+        requests_table = html_table(
+            ["S3 operation", "requests"], sorted(s["requests"].items()), numeric=(1,)
+        )
+        flex = "display:flex; flex-wrap:wrap; gap:28px; align-items:flex-start"
+        return (
+            f'<div style="{FONT}">'
+            f"<div><b>_SUCCESS of {esc(self.source)}</b></div>"
+            f'<div style="{flex}">'
+            f"<div>{html_table((), facts, css_class='s3commit-summary')}</div>"
+            f"<div>{phase_chart}</div></div>"
+            f'<div style="{flex}"><div>{partition_chart}</div><div>{task_chart}</div></div>'
+            f"<details open><summary><b>Partitions ({len(self.partitions)})</b></summary>"
+            f"{partitions_table}</details>"
+            f"<details><summary><b>Files ({len(self.files)})</b></summary>{files_table}</details>"
+            f"<details><summary><b>S3 requests</b></summary>{requests_table}</details>"
+            "</div>"
+        )

@@ -1,0 +1,203 @@
+"""The manifest committer and the classic FileOutputCommitter (v1, v2) on rename-capable stores,
+and the classic committer on S3, where each rename is a COPY plus a DELETE."""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+
+import fsspec
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+from conftest import BUCKET, list_keys, read_back, rows_of
+
+from s3commit_sdk import CommitError, ConflictError, TaskFailedError, write_committed
+from s3commit_sdk.store.rename import FAULTS, FaultPlan
+
+VARIANTS = [
+    ("manifest", {}),
+    ("file", {"algorithm.version": 1}),
+    ("file", {"algorithm.version": 2}),
+]
+IDS = ["manifest", "file-v1", "file-v2"]
+
+
+def frame(days: dict[str, int], start: int = 0) -> pd.DataFrame:
+    rows, n = [], start
+    for day, count in days.items():
+        for _ in range(count):
+            rows.append((n, f"name {n}", day))
+            n += 1
+    return pd.DataFrame(rows, columns=["id", "name", "day"])
+
+
+def as_rows(df: pd.DataFrame) -> list[tuple]:
+    return sorted(tuple(str(v) for v in r) for r in df[sorted(df.columns)].itertuples(index=False))
+
+
+@pytest.fixture(params=["file", "memory"])
+def target(request, tmp_path):
+    """A destination URL and a pyarrow-readable (filesystem, path) for it."""
+    if request.param == "file":
+        root = str(tmp_path / "out dir")
+        yield f"file://{root}", None, root
+    else:
+        root = f"/s3commit-tests/{uuid.uuid4().hex}"
+        yield f"memory://{root}", fsspec.filesystem("memory"), root
+        fsspec.filesystem("memory").rm(root, recursive=True)
+
+
+def read(fs, root) -> list[tuple]:
+    return rows_of(ds.dataset(root, filesystem=fs, partitioning="hive").to_table())
+
+
+def temporary_left(fs, root) -> bool:
+    fs = fs or fsspec.filesystem("file")
+    return fs.exists(f"{root}/_temporary")
+
+
+@pytest.mark.parametrize(("committer", "options"), VARIANTS, ids=IDS)
+def test_read_back_in_process(target, committer, options):
+    url, fs, root = target
+    data = frame({"d1": 30, "d 2": 20})
+    result = write_committed(
+        data, url, committer=committer, partition_by=["day"], options={**options, "tasks": 3}
+    )
+    assert read(fs, root) == as_rows(data)
+    assert result.rows == 50 and not temporary_left(fs, root)
+    assert all(f.path.startswith(url.split("://")[0] + "://") for f in result.files)
+    success = (fs or fsspec.filesystem("file")).cat_file(f"{root}/_SUCCESS")
+    assert (success == b"") == (committer == "file")  # classic: Hadoop's 0-byte marker
+
+
+@pytest.mark.parametrize(("committer", "options"), VARIANTS, ids=IDS)
+def test_spark_on_file_with_a_task_failing_its_first_attempt(spark, tmp_path, committer, options):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    def flaky(value):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+            raise RuntimeError("first attempt fails")
+        return value
+
+    df = spark.range(0, 300, numPartitions=3).withColumn("day", F.col("id") % 3)
+    root = str(tmp_path / "spark")
+    result = write_committed(
+        df.withColumn("id", F.udf(flaky, LongType())("id")),
+        f"file://{root}",
+        committer=committer,
+        partition_by=["day"],
+        options=options,
+    )
+    assert result.rows == 300
+    assert read(None, root) == sorted((str(i % 3), str(i)) for i in range(300))
+    assert not temporary_left(None, root)
+
+
+def test_spark_rejects_memory_destinations(spark):
+    with pytest.raises(ValueError, match="memory://"):
+        write_committed(spark.range(3), "memory://x/y", committer="manifest")
+
+
+def test_s3_committers_need_s3(tmp_path):
+    with pytest.raises(ValueError, match="s3://"):
+        write_committed(frame({"a": 1}), f"file://{tmp_path}", committer="magic")
+
+
+def test_manifest_partition_conflict_modes(target):
+    url, fs, root = target
+    first, second = frame({"d1": 10, "d2": 10}), frame({"d2": 5, "d3": 5}, 100)
+    write_committed(first, url, committer="manifest", partition_by=["day"])
+    with pytest.raises(ConflictError, match="day=d2"):
+        write_committed(second, url, committer="manifest", partition_by=["day"])
+    assert read(fs, root) == as_rows(first) and not temporary_left(fs, root)
+    write_committed(
+        second, url, committer="manifest", partition_by=["day"], conflict_mode="replace"
+    )
+    assert read(fs, root) == as_rows(pd.concat([first[first.day == "d1"], second]))
+    write_committed(first, url, committer="manifest", partition_by=["day"], conflict_mode="append")
+    expected = pd.concat([first[first.day == "d1"], second, first])
+    assert read(fs, root) == as_rows(expected)
+
+
+def test_injected_rename_failure_names_what_became_visible(tmp_path):
+    root = f"/s3commit-tests/{uuid.uuid4().hex}"
+    url = f"memory://{root}"
+    # 3 tasks save 3 manifests (renames 1-3); the job's 2nd file rename fails
+    FAULTS[url] = FaultPlan(fail_rename_at={5})
+    try:
+        with pytest.raises(CommitError, match="1 of 4 files had already become visible") as info:
+            write_committed(
+                frame({"d1": 9, "d2": 9}),
+                url,
+                committer="manifest",
+                partition_by=["day"],
+                options={"tasks": 3, "threads": 1},
+            )
+    finally:
+        del FAULTS[url]
+    fs = fsspec.filesystem("memory")
+    visible = [p for p in fs.find(root) if "_temporary" not in p]
+    assert len(visible) == 1 and visible[0].rsplit("/", 1)[1] in str(info.value)
+    assert not fs.exists(f"{root}/_temporary")
+    fs.rm(root, recursive=True)
+
+
+def test_manifest_load_failure_makes_nothing_visible():
+    root = f"/s3commit-tests/{uuid.uuid4().hex}"
+    url = f"memory://{root}"
+    FAULTS[url] = FaultPlan(fail_read_containing="task_00001")
+    try:
+        with pytest.raises(CommitError, match="loading the task manifests failed"):
+            write_committed(frame({"d1": 9}), url, committer="manifest", options={"tasks": 3})
+    finally:
+        del FAULTS[url]
+    fs = fsspec.filesystem("memory")
+    assert not fs.exists(root) or fs.find(root) == []
+
+
+@pytest.mark.parametrize(("committer", "options"), VARIANTS, ids=IDS)
+def test_nothing_of_temporary_remains_after_abort(spark, tmp_path, committer, options):
+    from pyspark.sql import functions as F
+
+    root = str(tmp_path / "aborted")
+    df = spark.range(0, 30, numPartitions=3).withColumn("x", F.expr("raise_error('boom')"))
+    with pytest.raises(TaskFailedError):
+        write_committed(df, f"file://{root}", committer=committer, options=options)
+    assert not os.path.exists(f"{root}/_temporary")
+
+
+def test_classic_v1_on_s3_copies_and_deletes_every_file(s3, s3_server, dest):
+    data = frame({"d1": 20, "d2": 40, "d3": 20})  # two tasks, two partitions each
+    with pytest.warns(UserWarning, match="neither safe nor fast"):
+        result = write_committed(
+            data, dest.url, committer="file", partition_by=["day"], options={"tasks": 2}
+        )
+    files = len(result.files)
+    assert files == 4 and read_back(s3_server, dest.prefix) == as_rows(data)
+    assert [k for k in list_keys(s3, dest.dir) if "_temporary" in k] == []
+    requests = result.requests
+    # every file: 1 PUT by its task, then renamed twice (task commit, job commit) = COPY + DELETE
+    assert requests["CopyObject"] == 2 * files
+    renames_and_cleanup = requests["DeleteObjects"]
+    assert renames_and_cleanup >= 2 * files
+    assert requests["PutObject"] == files + 1  # the data, then the 0-byte _SUCCESS
+    assert "CreateMultipartUpload" not in requests
+    head = s3.head_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")
+    assert head["ContentLength"] == 0
+
+
+def test_classic_v2_on_s3_copies_once(s3, s3_server, dest):
+    data = frame({"d1": 40})
+    with pytest.warns(UserWarning):
+        result = write_committed(
+            data, dest.url, committer="file", options={"tasks": 2, "algorithm.version": 2}
+        )
+    assert result.requests["CopyObject"] == len(result.files) == 2
+    assert read_back(s3_server, dest.prefix) == as_rows(data)
+    assert math.isclose(result.bytes, sum(f.size for f in result.files))
