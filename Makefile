@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup demo test faults lint format clean bench-memory
+.PHONY: setup demo test faults lint format clean bench-memory bench-commit
 
 setup: $(STAMP)
 
@@ -53,3 +53,6 @@ clean:
 
 bench-memory: setup
 	$(PY) -m bench.magic_memory --size-mib 1024 --part 16M
+
+bench-commit: setup
+	$(PY) -m bench.commit_compare
