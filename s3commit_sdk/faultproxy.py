@@ -100,41 +100,26 @@ def _fault(action: str, operation: str, occurrences: Iterable[int] | None, **kwa
     return Fault(action, operation, occurrences=chosen, **kwargs)
 
 
-def slow_down(
-    operation: str = "*",
-    *,
-    probability: float = 1.0,
-    occurrences: Iterable[int] | None = None,
-    after: bool = False,
-) -> Fault:
-    """Answer ``503 SlowDown``, S3's throttling reply (botocore retries it)."""
-    return _fault(
-        SLOW_DOWN, operation, probability=probability, occurrences=occurrences, after=after
-    )
+def _failure_rule(action: str, doc: str):
+    """A rule constructor for one failure action; they differ only in what they answer."""
+
+    def rule(
+        operation: str = "*",
+        *,
+        probability: float = 1.0,
+        occurrences: Iterable[int] | None = None,
+        after: bool = False,
+    ) -> Fault:
+        return _fault(action, operation, occurrences, probability=probability, after=after)
+
+    rule.__doc__ = doc
+    rule.__name__ = rule.__qualname__ = action.replace("-", "_")
+    return rule
 
 
-def internal_error(
-    operation: str = "*",
-    *,
-    probability: float = 1.0,
-    occurrences: Iterable[int] | None = None,
-    after: bool = False,
-) -> Fault:
-    """Answer ``500 InternalError`` (botocore retries it)."""
-    return _fault(
-        INTERNAL_ERROR, operation, probability=probability, occurrences=occurrences, after=after
-    )
-
-
-def reset(
-    operation: str = "*",
-    *,
-    probability: float = 1.0,
-    occurrences: Iterable[int] | None = None,
-    after: bool = False,
-) -> Fault:
-    """Close the client's connection with a TCP reset and no response."""
-    return _fault(RESET, operation, probability=probability, occurrences=occurrences, after=after)
+slow_down = _failure_rule(SLOW_DOWN, "Answer ``503 SlowDown``, S3's throttling reply.")
+internal_error = _failure_rule(INTERNAL_ERROR, "Answer ``500 InternalError`` (retried).")
+reset = _failure_rule(RESET, "Close the client's connection with a TCP reset, no response.")
 
 
 def delay(

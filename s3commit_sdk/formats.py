@@ -84,15 +84,7 @@ class PendingSet:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PendingSet:
-        try:
-            raw = json.loads(text)
-            _require(isinstance(raw, dict), "a pendingset must be a JSON object")
-            commits = [PendingUpload(**c) for c in raw.pop("commits")]
-            return cls(commits=commits, **raw)
-        except PendingSetError:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise PendingSetError(f"malformed pendingset: {exc}") from exc
+        return _with_commits(cls, text, "pendingset")
 
     def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
         _require(self.version == PENDINGSET_VERSION, f"unknown pendingset version {self.version!r}")
@@ -111,6 +103,19 @@ def commit_totals(message: str) -> tuple[int, int]:
     """Files and bytes of one task's commit message, for progress reports."""
     commits = json.loads(message).get("commits", [])
     return len(commits), sum(c.get("length", 0) for c in commits)
+
+
+def _with_commits(cls, text: str | bytes, what: str):
+    """Parse a document holding a ``commits`` list; any structural fault is a typed error."""
+    try:
+        raw = json.loads(text)
+        _require(isinstance(raw, dict), f"a {what} must be a JSON object")
+        commits = [PendingUpload(**c) for c in raw.pop("commits")]
+        return cls(commits=commits, **raw)
+    except PendingSetError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise PendingSetError(f"malformed {what}: {exc}") from exc
 
 
 def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
@@ -197,15 +202,7 @@ class Journal:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Journal:
-        try:
-            raw = json.loads(text)
-            _require(isinstance(raw, dict), "a journal must be a JSON object")
-            commits = [PendingUpload(**c) for c in raw.pop("commits")]
-            return cls(commits=commits, **raw)
-        except PendingSetError:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise PendingSetError(f"malformed commit journal: {exc}") from exc
+        return _with_commits(cls, text, "commit journal")
 
     def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
         _require(self.version == JOURNAL_VERSION, f"unknown journal version {self.version!r}")

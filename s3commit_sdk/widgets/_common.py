@@ -144,7 +144,16 @@ class WidgetWrapper:
     widget: Any
 
     def _repr_mimebundle_(self, **kwargs: Any):
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, tuple):  # (data, metadata)
+            bundle[0]["text/plain"] = self.text()
+        elif isinstance(bundle, dict):
+            bundle["text/plain"] = self.text()
+        return bundle
+
+    def text(self) -> str:
+        """A plain-text rendering, for front ends without widgets (and saved notebooks)."""
+        return repr(self)
 
     def close(self) -> None:
         """Close the widget and every widget inside it (frees their comm channels)."""

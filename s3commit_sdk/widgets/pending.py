@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import ipywidgets as widgets
@@ -36,7 +36,12 @@ class UploadRow:
     age: timedelta | None
     parts: int | None
     bytes: int | None
-    info: PendingUploadInfo
+    info: PendingUploadInfo = field(repr=False)
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    moment = up.as_utc(moment)
+    return moment.astimezone(timezone.utc) if moment is not None else None
 
 
 class PendingUploads(WidgetWrapper):
@@ -152,7 +157,7 @@ class PendingUploads(WidgetWrapper):
                 key=u.key,
                 upload_id=u.upload_id,
                 job=up.job_of_key(u.key),
-                initiated=up.as_utc(u.initiated),
+                initiated=_utc(u.initiated),
                 age=up.upload_age(u, self.now),
                 parts=s[0] if s else None,
                 bytes=s[1] if s else None,
@@ -289,6 +294,20 @@ class PendingUploads(WidgetWrapper):
     def billed_bytes(self) -> int:
         """Bytes in the listed parts of the shown uploads (what S3 stores and bills now)."""
         return sum(r.bytes or 0 for r in self.shown)
+
+    def text(self) -> str:
+        shown = self.shown
+        lines = [
+            f"PendingUploads: {len(shown)} pending upload(s) under "
+            f"s3://{self.location.bucket}/{self.location.dir_prefix} "
+            f"(estimated billed: {format_bytes(self.billed_bytes)})"
+        ]
+        for row in shown[: self.max_rows]:
+            lines.append(
+                f"  {row.key}  job={row.job or '-'}  age={up.format_duration(row.age)}  "
+                f"parts={'?' if row.parts is None else row.parts}  {format_bytes(row.bytes)}"
+            )
+        return "\n".join(lines)
 
     # -- rendering ------------------------------------------------------------------------------
     def _render(self, *_: Any) -> None:

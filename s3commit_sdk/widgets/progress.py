@@ -111,6 +111,15 @@ class CommitProgress(WidgetWrapper):
             "failed_in": self.failed_in,
         }
 
+    def text(self) -> str:
+        s = self.state
+        total = "?" if s["tasks_total"] is None else s["tasks_total"]
+        line = (
+            f"{self.title}: {s['phase']}, {s['tasks_done']}/{total} tasks, {s['files']} files, "
+            f"{format_bytes(s['bytes'])}, {format_seconds(s['elapsed_s'])}"
+        )
+        return line + (f"\n{s['message']}" if s["phase"] == "failed" else "")
+
     # -- rendering ------------------------------------------------------------------------------
     def _render(self, event: ProgressEvent) -> None:
         if event.phase != "failed":

@@ -116,6 +116,9 @@ class SuccessReport(WidgetWrapper):
             "requests": dict(doc.get("requests", {})),
         }
 
+    def text(self) -> str:
+        return f"SuccessReport of {self.source}\n{up.format_success(self.doc)}"
+
     # -- rendering ------------------------------------------------------------------------------
     def _classic_html(self) -> str:
         return (
