@@ -8,12 +8,20 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup demo test faults lint format clean bench-memory bench-commit
+.PHONY: system-deps setup demo test faults lint format clean bench-memory bench-commit
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	@command -v java >/dev/null || { echo "Java 17+ is required by PySpark 4 (apt-get install openjdk-17-jre-headless)"; exit 1; }
+# Java for PySpark 4 and Debian's chromium for the browser test, from apt when missing.
+system-deps:
+	@if ! command -v java >/dev/null || [ ! -x /usr/bin/chromium ]; then \
+	  command -v apt-get >/dev/null || { echo "install Java 17 and chromium (see README)"; exit 1; }; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; \
+	  command -v java >/dev/null || apt-get install -y -q openjdk-17-jre-headless; \
+	  [ -x /usr/bin/chromium ] || apt-get install -y -q chromium; \
+	fi
+
+$(STAMP): pyproject.toml | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -24,7 +32,8 @@ demo: setup
 	$(PY) -m s3commit_sdk.demo
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax
+	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax \
+		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 # The correctness suite of DESIGN section 5, printed as a matrix (it also runs in `make test`).
 FAULT_TESTS := tests/test_recovery.py tests/test_exclusive_commit.py tests/test_continuity.py \

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 BAR_COLOR = "#4c78a8"
-FONT = "font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px;"
+FONT = "font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; line-height: 1.4;"
 TABLE_STYLE = (
-    "border-collapse: collapse; margin: 2px 0 8px 0; "
+    "border-collapse: collapse; margin: 2px 0 8px 0; line-height: 1.4; "
     "font-family: var(--jp-code-font-family, monospace); font-size: 12px;"
 )
 CELL_STYLE = "padding: 2px 10px 2px 0; border-bottom: 1px solid #ddd; text-align: {align};"

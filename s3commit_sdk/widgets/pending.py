@@ -96,6 +96,11 @@ class PendingUploads(WidgetWrapper):
                 grid_template_columns=GRID_COLUMNS, grid_gap="0 8px", align_items="center"
             )
         )
+        self._column_titles = [
+            widgets.HTML(f'<b style="{FONT}">{esc(title)}</b>' if title else "")
+            for title in COLUMNS
+        ]
+        self._row_widgets: dict[str, list[widgets.Widget]] = {}
         self.summary = widgets.HTML()
         self.abort_button = widgets.Button(
             description="Abort selected", button_style="danger", icon="trash", disabled=True
@@ -182,6 +187,7 @@ class PendingUploads(WidgetWrapper):
         finally:
             self._syncing = False
         self._render()
+        self._drop_row_widgets({r.upload_id for r in rows})
         return rows
 
     def _parts(self, upload: PendingUploadInfo) -> tuple[int, int] | None:
@@ -314,6 +320,7 @@ class PendingUploads(WidgetWrapper):
         if self._syncing:
             return
         self._set_status("")
+        self.confirm_box.layout.display = "none"  # a confirmation is for one selection only
         try:
             shown = self.shown
         except InvalidArgumentError as exc:
@@ -321,41 +328,49 @@ class PendingUploads(WidgetWrapper):
             shown = list(self.uploads)
         visible_ids = {r.upload_id for r in shown}
         self._selected &= visible_ids
-        header = [
-            widgets.HTML(f'<b style="{FONT}">{esc(title)}</b>') if title else widgets.HTML("")
-            for title in COLUMNS
-        ]
-        cells: list[widgets.Widget] = header
-        for row in shown[: self.max_rows]:
-            box = widgets.Checkbox(
-                value=row.upload_id in self._selected,
-                indent=False,
-                layout=widgets.Layout(width="24px"),
-            )
-            box.observe(self._on_checkbox(row.upload_id), names="value", type="change")
-            relative = self.location.relative(row.key)
-            initiated = row.initiated.strftime("%Y-%m-%d %H:%M:%S") if row.initiated else "?"
-            texts = (
-                f'<span title="{esc(row.key)}" style="word-break: break-all">{esc(relative)}'
-                "</span>",
-                esc(row.job or "-"),
-                esc(initiated),
-                esc(up.format_duration(row.age)),
-                esc("?" if row.parts is None else row.parts),
-                esc(format_bytes(row.bytes)),
-            )
-            cells.append(box)
-            cells += [widgets.HTML(f'<span style="{FONT}">{text}</span>') for text in texts]
-        old = self.table.children
-        self.table.children = cells
-        for widget in old:
-            widget.close()
+        cells: list[widgets.Widget] = list(self._column_titles)
         self._syncing = True
         try:
+            for row in shown[: self.max_rows]:
+                cells += self._row_cells(row)
+            if tuple(cells) != tuple(self.table.children):
+                self.table.children = cells
             self.select_all.value = bool(shown) and visible_ids <= self._selected
         finally:
             self._syncing = False
         self._render_summary(shown)
+
+    def _row_cells(self, row: UploadRow) -> list[widgets.Widget]:
+        """The checkbox and text cells of one upload, made once and then updated in place
+        (re-creating widgets on every filter change would pile up models in the kernel)."""
+        relative = self.location.relative(row.key)
+        initiated = row.initiated.strftime("%Y-%m-%d %H:%M:%S") if row.initiated else "?"
+        texts = (
+            f'<span title="{esc(row.key)}" style="word-break: break-all">{esc(relative)}</span>',
+            esc(row.job or "-"),
+            esc(initiated),
+            esc(up.format_duration(row.age)),
+            esc("?" if row.parts is None else row.parts),
+            esc(format_bytes(row.bytes)),
+        )
+        values = [f'<span style="{FONT}">{text}</span>' for text in texts]
+        cached = self._row_widgets.get(row.upload_id)
+        if cached is None:
+            box = widgets.Checkbox(indent=False, layout=widgets.Layout(width="24px"))
+            box.observe(self._on_checkbox(row.upload_id), names="value", type="change")
+            cached = [box, *(widgets.HTML(v) for v in values)]
+            self._row_widgets[row.upload_id] = cached
+        else:
+            for cell, value in zip(cached[1:], values, strict=True):
+                if cell.value != value:
+                    cell.value = value
+        cached[0].value = row.upload_id in self._selected  # callers hold _syncing
+        return cached
+
+    def _drop_row_widgets(self, keep: set[str]) -> None:
+        for upload_id in [u for u in self._row_widgets if u not in keep]:
+            for cell in self._row_widgets.pop(upload_id):
+                cell.close()
 
     def _render_summary(self, shown: list[UploadRow]) -> None:
         unknown = sum(1 for r in shown if r.bytes is None)
@@ -387,6 +402,7 @@ class PendingUploads(WidgetWrapper):
                 self._selected.add(upload_id)
             else:
                 self._selected.discard(upload_id)
+            self.confirm_box.layout.display = "none"
             self._render_summary(self.shown)
             self._syncing = True
             try:

@@ -73,7 +73,9 @@ class CommitProgress(WidgetWrapper):
         self.message = widgets.HTML()
         self.widget = widgets.VBox(
             [self.steps, widgets.HBox([self.bar, self.tasks]), self.stats, self.message],
-            layout=widgets.Layout(border="1px solid #ccc", padding="6px 10px", width="fit-content"),
+            layout=widgets.Layout(
+                border="1px solid #ccc", padding="6px 10px", width="fit-content", margin="0 0 6px 0"
+            ),
         )
         self.widget.add_class("s3commit-progress")
         self._render(ProgressEvent("setup"))
@@ -124,6 +126,7 @@ class CommitProgress(WidgetWrapper):
     def _render(self, event: ProgressEvent) -> None:
         if event.phase != "failed":
             self._previous_phase = event.phase
+            self.failed_in = None
         elif self.failed_in is None:
             self.failed_in = self._previous_phase
         self.last_event = event

@@ -14,6 +14,9 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import uploads as up
+from ..errors import S3CommitError, StoreError
+from ..formats import parse_success
+from ..paths import S3_SCHEMES, SUCCESS_MARKER
 from ._common import (
     FONT,
     WidgetWrapper,
@@ -27,6 +30,26 @@ from ._common import (
 
 ROOT = "(no partition)"
 MAX_FILE_ROWS = 200
+
+
+def read_success_file(path: str, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ``_SUCCESS`` under ``path``: s3:// through the store (as ``s3commit success``), other
+    URLs (``file://`` of the rename committers) through fsspec. None for the 0-byte marker."""
+    scheme = path.split("://", 1)[0] if "://" in path else ""
+    if scheme in S3_SCHEMES:
+        return up.read_success(path, options)
+    import fsspec
+
+    url = path.rstrip("/") + "/" + SUCCESS_MARKER
+    try:
+        with fsspec.open(url, "rb") as handle:
+            body = handle.read()
+    except FileNotFoundError:
+        raise StoreError(
+            f"no {SUCCESS_MARKER} at {url}: no job has committed there (or it ran with "
+            "marksuccessfuljobs=false)"
+        ) from None
+    return parse_success(body)
 
 
 def _partition_name(partition: Mapping[str, Any] | None) -> str:
@@ -43,8 +66,11 @@ class SuccessReport(WidgetWrapper):
     no task timings, bytes per task)."""
 
     def __init__(self, path_or_result: Any, options: dict[str, Any] | None = None) -> None:
+        #: what the ``_SUCCESS`` file at the destination is: "json", "empty" (the classic
+        #: 0-byte marker), "missing", or "not read" (a document was passed in)
+        self.success_file = "not read"
         self.source, self.doc = self._load(path_or_result, options)
-        self.classic = self.doc is None
+        self.classic = self.success_file == "empty"
         doc = self.doc or {}
         self.files: list[dict[str, Any]] = [dict(f) for f in doc.get("files", [])]
         self.partitions = self._partitions(self.files)
@@ -53,26 +79,40 @@ class SuccessReport(WidgetWrapper):
         for entry in self.files:
             task = str(entry.get("task") or "?")
             self.task_bytes[task] = self.task_bytes.get(task, 0) + int(entry.get("size", 0))
-        self.html = self._classic_html() if self.classic else self._report_html()
+        if self.doc is None:
+            self.html = self._classic_html()
+        else:
+            self.html = self._report_html()
         self.view = widgets.HTML(self.html)
         self.widget = widgets.VBox(
-            [self.view], layout=widgets.Layout(border="1px solid #ccc", padding="6px 10px")
+            [self.view],
+            layout=widgets.Layout(border="1px solid #ccc", padding="6px 10px", width="fit-content"),
         )
         self.widget.add_class("s3commit-success-report")
 
     # -- input ----------------------------------------------------------------------------------
-    @staticmethod
-    def _load(value: Any, options: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+    def _load(
+        self, value: Any, options: dict[str, Any] | None
+    ) -> tuple[str, dict[str, Any] | None]:
         if isinstance(value, str):
-            return value, up.read_success(value, options)
+            doc = read_success_file(value, options)
+            self.success_file = "empty" if doc is None else "json"
+            return value, doc
         if hasattr(value, "success") and hasattr(value, "destination"):  # a WriteResult
+            try:
+                stored = read_success_file(value.destination, options)
+                self.success_file = "empty" if stored is None else "json"
+            except S3CommitError:
+                self.success_file = "missing"
             return value.destination, value.success
         if value is None or isinstance(value, Mapping):
             doc = dict(value) if value is not None else None
+            if doc is None:
+                self.success_file = "empty"
             return (doc or {}).get("destination", "?"), doc
         raise TypeError(
-            "SuccessReport wants an s3:// path, a WriteResult or a parsed _SUCCESS document, "
-            f"not {type(value).__name__}"
+            "SuccessReport wants a destination path, a WriteResult or a parsed _SUCCESS "
+            f"document, not {type(value).__name__}"
         )
 
     @staticmethod
@@ -103,14 +143,14 @@ class SuccessReport(WidgetWrapper):
         return {
             "destination": self.source,
             "classic": self.classic,
-            "committer": "classic (FileOutputCommitter)" if self.classic else doc.get("committer"),
+            "committer": doc.get("committer") or "classic (FileOutputCommitter)",
             "job": doc.get("jobId"),
             "conflict_mode": doc.get("conflictMode"),
             "format": doc.get("format"),
             "partition_by": list(doc.get("partitionBy", [])),
             "rows": doc.get("rows"),
             "bytes": doc.get("bytes"),
-            "files": len(self.files) if not self.classic else None,
+            "files": len(self.files) if self.doc is not None else None,
             "replaced_objects": doc.get("replacedObjects"),
             "durations": dict(doc.get("durations", {})),
             "requests": dict(doc.get("requests", {})),
@@ -126,10 +166,26 @@ class SuccessReport(WidgetWrapper):
             f'<div class="s3commit-classic" style="{FONT} color:#8a6d00; max-width:720px">'
             "⚠ This _SUCCESS is the <b>0-byte marker of the classic FileOutputCommitter</b>: it "
             "only says that a job finished. It records no committer, files, rows, bytes or "
-            "timings, so there is nothing more to report. Jobs written with s3commit's "
-            "committers (directory, partitioned, magic) leave a JSON _SUCCESS with all of "
-            "that.</div>"
+            "timings, so there is nothing more to report. The other committers (directory, "
+            "partitioned, magic, manifest; file with <code>success.json=true</code>) leave a "
+            "JSON _SUCCESS with all of that.</div>"
         )
+
+    def _file_note(self) -> str:
+        if self.success_file == "empty":
+            return (
+                f'<div class="s3commit-classic" style="{FONT} color:#8a6d00; max-width:720px">'
+                "⚠ The _SUCCESS file at the destination is the <b>0-byte marker of the classic "
+                "FileOutputCommitter</b>; it records nothing. This report comes from the "
+                "WriteResult in memory.</div>"
+            )
+        if self.success_file == "missing":
+            return (
+                f'<div style="{FONT} color:#8a6d00">No _SUCCESS file at the destination '
+                "(marksuccessfuljobs=false, or it was removed); this report comes from the "
+                "WriteResult in memory.</div>"
+            )
+        return ""
 
     def _report_html(self) -> str:
         s = self.summary
@@ -212,7 +268,7 @@ class SuccessReport(WidgetWrapper):
         flex = "display:flex; flex-wrap:wrap; gap:28px; align-items:flex-start"
         return (
             f'<div style="{FONT}">'
-            f"<div><b>_SUCCESS of {esc(self.source)}</b></div>"
+            f"<div><b>_SUCCESS of {esc(self.source)}</b></div>{self._file_note()}"
             f'<div style="{flex}">'
             f"<div>{html_table((), facts, css_class='s3commit-summary')}</div>"
             f"<div>{phase_chart}</div></div>"

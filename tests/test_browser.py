@@ -1,0 +1,263 @@
+"""The widgets in a real browser: Voila on 127.0.0.1, Debian's chromium driven by Playwright.
+
+The page runs a small notebook: a committed write (its live ``CommitProgress`` panel, then a
+second write that fails), ``PendingUploads`` over two leftover uploads (one with a hostile
+key), and the ``SuccessReport`` of the first write. The test ticks one upload, clicks "Abort
+selected", confirms, and checks through boto3 that exactly that upload is gone. Screenshots of
+the three widgets go to ``docs/`` (the README shows them).
+
+Chromium comes from apt (``apt-get install -y chromium``; ``make setup`` installs it), never from
+``playwright install``. Set ``S3COMMIT_SKIP_BROWSER=1`` to skip on a machine without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import BUCKET, pending_uploads
+
+from s3commit_sdk.sandbox import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DOCS = Path(__file__).parents[1] / "docs"
+JOB = "5f0c2a8e-3b1d-4c6e-9a7f-0123456789ab"
+HOSTILE = '<img src=x onerror="window.__xss=1">.parquet'
+
+if os.environ.get("S3COMMIT_SKIP_BROWSER") == "1":
+    pytest.skip("S3COMMIT_SKIP_BROWSER=1", allow_module_level=True)
+
+
+def page_notebook(committed: str, leftovers: str, now: str) -> nbformat.NotebookNode:
+    cells = [
+        f"""
+import datetime as dt
+
+import ipywidgets as widgets
+import pandas as pd
+from IPython.display import display
+
+from s3commit_sdk import ConflictError, write_committed
+from s3commit_sdk.widgets import PendingUploads, SuccessReport
+
+COMMITTED, LEFTOVERS = {committed!r}, {leftovers!r}
+days = ["2026-11-20", "2026-11-21", "2026-11-22"]
+data = pd.DataFrame({{"id": range(3000), "amount": [i * 0.5 for i in range(3000)],
+                      "day": [days[i % 3] for i in range(3000)]}})
+""",
+        """
+display(widgets.HTML("<h3>CommitProgress</h3>"))
+result = write_committed(data, COMMITTED, partition_by=["day"], options={"tasks": 4})
+try:  # the same destination again with committer=directory and mode fail: a conflict
+    write_committed(data, COMMITTED, committer="directory")
+except ConflictError:
+    pass
+""",
+        f"""
+display(widgets.HTML("<h3>PendingUploads</h3>"))
+pending = PendingUploads(LEFTOVERS, now=dt.datetime.fromisoformat({now!r}))
+display(pending)
+""",
+        """
+display(widgets.HTML("<h3>SuccessReport</h3>"))
+display(SuccessReport(COMMITTED))
+""",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.strip()) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    return nb
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (the Voila kernel runs in its own session)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def stop(process: subprocess.Popen, log) -> None:
+    """Stop Voila (its process group) and the kernels it started, by PID."""
+    kernels = children_of(process.pid)
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    for pid in kernels:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    log.close()
+
+
+@pytest.fixture
+def voila(tmp_path, s3, dest):
+    """Voila serving the page notebook on a free loopback port; yields (url, leftovers)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (as `make setup` does)")
+    leftovers = {
+        "job": s3.create_multipart_upload(
+            Bucket=BUCKET, Key=f"{dest.dir}leftovers/day=2026-11-20/part-00002-{JOB}.c000.parquet"
+        )["UploadId"],
+        "hostile": s3.create_multipart_upload(Bucket=BUCKET, Key=f"{dest.dir}leftovers/{HOSTILE}")[
+            "UploadId"
+        ],
+    }
+    key = f"{dest.dir}leftovers/day=2026-11-20/part-00002-{JOB}.c000.parquet"
+    s3.upload_part(
+        Bucket=BUCKET, Key=key, UploadId=leftovers["job"], PartNumber=1, Body=b"x" * 300_000
+    )
+    initiated = pending_uploads(s3, dest.dir)[0]["Initiated"]
+    now = (initiated.replace(microsecond=0) + timedelta(hours=30)).isoformat()
+    notebook = tmp_path / "widgets.ipynb"
+    nbformat.write(page_notebook(f"{dest.url}/committed", f"{dest.url}/leftovers", now), notebook)
+    port = free_port()
+    log = open(tmp_path / "voila.log", "w")  # noqa: SIM115 (closed by stop())
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "voila",
+            str(notebook),
+            "--no-browser",
+            "--Voila.ip=127.0.0.1",
+            f"--port={port}",
+            "--VoilaConfiguration.show_tracebacks=True",
+        ],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "voila/static/", timeout=2).close()
+                break
+            except urllib.error.HTTPError:
+                break  # Voila answers: it is up
+            except OSError:
+                assert process.poll() is None, (tmp_path / "voila.log").read_text()
+                assert time.monotonic() < deadline, "Voila did not start within 60 s"
+                time.sleep(0.3)
+        yield url, leftovers, key
+    finally:
+        stop(process, log)
+        for upload in pending_uploads(s3, dest.dir):
+            s3.abort_multipart_upload(Bucket=BUCKET, Key=upload["Key"], UploadId=upload["UploadId"])
+
+
+def screenshot(page, locator, path: Path, pad: int = 8) -> None:
+    """A PNG of everything the locator matches (one box around all of them)."""
+    locator.first.scroll_into_view_if_needed()
+    boxes = [locator.nth(i).bounding_box() for i in range(locator.count())]
+    left = min(b["x"] for b in boxes) - pad
+    top = min(b["y"] for b in boxes) - pad
+    right = max(b["x"] + b["width"] for b in boxes) + pad
+    bottom = max(b["y"] + b["height"] for b in boxes) + pad
+    clip = {"x": max(left, 0), "y": max(top, 0), "width": right - left, "height": bottom - top}
+    page.screenshot(path=str(path), clip=clip)
+
+
+@pytest.mark.timeout(300)
+def test_pending_uploads_abort_in_a_real_browser(voila, s3, dest, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    url, leftovers, _ = voila
+    DOCS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1400})
+            page.goto(url, wait_until="domcontentloaded", timeout=120_000)
+            report = page.locator(".s3commit-success-report")
+            try:
+                report.wait_for(timeout=120_000)
+            except Exception:
+                page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+                raise AssertionError(
+                    (tmp_path / "voila.log").read_text()[-3000:] + page.inner_text("body")[-3000:]
+                ) from None
+
+            # CommitProgress: the write's panel ended in its summary, the conflict in advice
+            panels = page.locator(".s3commit-progress")
+            expect(panels).to_have_count(2)
+            expect(panels.nth(0)).to_contain_text("Committed 12 file(s)")
+            expect(panels.nth(0)).to_contain_text("4 / 4 tasks")
+            expect(panels.nth(1)).to_contain_text("Failed during job setup")
+            expect(panels.nth(1)).to_contain_text("What to do")
+            screenshot(page, panels, DOCS / "widget-commit-progress.png")
+
+            # PendingUploads: the hostile key is text, not markup
+            table = page.locator(".s3commit-pending-uploads")
+            expect(table).to_contain_text(HOSTILE)
+            expect(table).to_contain_text(JOB)
+            assert page.evaluate("window.__xss") is None
+            expect(table.locator(".s3commit-uploads-summary")).to_contain_text(
+                "2 pending upload(s) shown"
+            )
+            key_cell = table.locator(".s3commit-uploads-table > .widget-html", has_text=JOB)
+            key_cell.locator("xpath=preceding-sibling::*[1]").locator("input").check()
+            expect(table.locator(".s3commit-uploads-summary")).to_contain_text("1 selected")
+            table.locator("button.s3commit-abort").click()
+            confirm = table.locator("button.s3commit-confirm")
+            expect(confirm).to_be_visible()
+            expect(table).to_contain_text("Abort 1 upload(s)")
+            assert len(pending_uploads(s3, dest.dir)) == 2  # nothing before confirmation
+            screenshot(page, table, DOCS / "widget-pending-uploads.png")
+            confirm.click()
+            expect(table.locator(".s3commit-uploads-status")).to_contain_text(
+                "aborted 1 upload(s)", timeout=30_000
+            )
+            expect(table.locator(".s3commit-uploads-summary")).to_contain_text(
+                "1 pending upload(s) shown"
+            )
+
+            # SuccessReport
+            expect(report).to_contain_text("bytes per partition")
+            expect(report).to_contain_text("day=2026-11-21")
+            report.screenshot(path=str(DOCS / "widget-success-report.png"))
+        finally:
+            browser.close()
+
+    remaining = {u["UploadId"] for u in pending_uploads(s3, dest.dir)}
+    assert leftovers["job"] not in remaining  # aborted through the browser
+    assert remaining == {leftovers["hostile"]}
+    for name in ("commit-progress", "pending-uploads", "success-report"):
+        assert (DOCS / f"widget-{name}.png").stat().st_size > 5_000

@@ -1,0 +1,115 @@
+"""Notebook 02 as a scheduled job: papermill runs for two days into one shared dataset.
+
+The dataset already holds three days (written here, as earlier runs would have). Each run
+replaces exactly the partition of its ``run_date``; every other partition keeps its files,
+byte for byte (same keys, same ETags). The notebook's own report of what changed must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import papermill
+import pyarrow as pa
+import pytest
+from conftest import BUCKET, list_keys
+
+from s3commit_sdk import write_committed
+from s3commit_sdk.uploads import job_of_key
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "02_daily_partition_update.ipynb"
+DAYS = ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def partitions(s3, prefix: str) -> dict[str, dict[str, str]]:
+    """Visible files per partition: {"day=...": {key: etag}}."""
+    found: dict[str, dict[str, str]] = {}
+    for key in list_keys(s3, prefix + "/"):
+        relative = key[len(prefix) + 1 :]
+        if any(part[:1] in "_." for part in relative.split("/")):
+            continue
+        etag = s3.head_object(Bucket=BUCKET, Key=key)["ETag"]
+        found.setdefault(relative.split("/")[0], {})[key] = etag
+    return found
+
+
+def seed(url: str) -> None:
+    """Version 1 of three days, with the schema the notebook writes (Spark's types)."""
+    n = 30
+    rows = {
+        "id": pa.array([i for _ in DAYS for i in range(n)], pa.int64()),
+        "user": [f"user-{i % 97}" for _ in DAYS for i in range(n)],
+        "amount": pa.array([float(i) for _ in DAYS for i in range(n)], pa.float64()),
+        "version": pa.array([1] * (n * len(DAYS)), pa.int32()),
+        "day": [day for day in DAYS for _ in range(n)],
+    }
+    write_committed(pa.table(rows), url, partition_by=["day"], progress=False)
+
+
+def run(tmp_path: Path, url: str, run_date: str) -> dict:
+    output = tmp_path / f"02-{run_date}.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(output),
+        parameters={"run_date": run_date, "dest": url, "conflict_mode": "replace"},
+        kernel_name="python3",
+        cwd=str(NOTEBOOK.parent),
+        progress_bar=False,
+        log_output=False,
+        execution_timeout=300,
+    )
+    return json.loads(output.read_text())
+
+
+def changes_of(notebook: dict) -> dict[str, list[str]]:
+    for cell in notebook["cells"]:
+        for out in cell.get("outputs", []):
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith("CHANGES "):
+                    return json.loads(line[len("CHANGES ") :])
+    raise AssertionError("the notebook printed no CHANGES line")
+
+
+def widget_models(notebook: dict) -> list[dict]:
+    state = notebook["metadata"].get("widgets", {})
+    models = state.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return [m["state"] for m in models.values()]
+
+
+@pytest.mark.timeout(900)
+def test_two_daily_runs_replace_only_their_partition(s3, dest, tmp_path):
+    assert os.environ.get("AWS_ENDPOINT_URL"), "the kernel reaches moto through the environment"
+    seed(dest.url)
+    seeded = partitions(s3, dest.prefix)
+    assert sorted(seeded) == [f"day={d}" for d in DAYS]
+
+    first = run(tmp_path, dest.url, "2026-11-21")
+    after_first = partitions(s3, dest.prefix)
+    assert after_first["day=2026-11-20"] == seeded["day=2026-11-20"]
+    assert after_first["day=2026-11-22"] == seeded["day=2026-11-22"]
+    assert not set(after_first["day=2026-11-21"]) & set(seeded["day=2026-11-21"])
+    first_jobs = {job_of_key(k) for k in after_first["day=2026-11-21"]}
+    assert len(first_jobs) == 1
+    assert changes_of(first)["replaced"] == ["day=2026-11-21"]
+    assert changes_of(first)["untouched"] == ["day=2026-11-20", "day=2026-11-22"]
+
+    second = run(tmp_path, dest.url, "2026-11-22")
+    after_second = partitions(s3, dest.prefix)
+    assert after_second["day=2026-11-20"] == seeded["day=2026-11-20"]
+    assert after_second["day=2026-11-21"] == after_first["day=2026-11-21"]  # the first run's
+    assert not set(after_second["day=2026-11-22"]) & set(seeded["day=2026-11-22"])
+    second_jobs = {job_of_key(k) for k in after_second["day=2026-11-22"]}
+    assert len(second_jobs) == 1 and second_jobs != first_jobs
+    changes = changes_of(second)
+    assert changes["replaced"] == ["day=2026-11-22"]
+    assert changes["untouched"] == ["day=2026-11-20", "day=2026-11-21"]
+    assert changes["added"] == changes["removed"] == changes["appended"] == []
+
+    success = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    assert {success["jobId"]} == second_jobs and success["partitions"] == ["day=2026-11-22"]
+    # progress="auto" in a real kernel drew the live panel, which ended in the success state
+    for notebook in (first, second):
+        bars = [m for m in widget_models(notebook) if m.get("_model_name") == "IntProgressModel"]
+        assert any(b.get("bar_style") == "success" and b["value"] == b["max"] for b in bars)
