@@ -119,3 +119,46 @@ def test_marker_create_that_landed_but_was_not_acknowledged(proxy, s3, s3_server
     assert [e.operation for e in proxy.events] == ["PutObject"]
     assert result.rows == 10 and read_back(s3_server, dest.prefix) == as_rows(data)
     assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda doc: doc["commits"][0].update(destinationKey="elsewhere/evil.parquet"),
+        lambda doc: doc.update(jobId="another-job"),
+        lambda doc: doc["commits"][0].update(etags=[]),
+    ],
+    ids=["outside-destination", "foreign-job", "no-parts"],
+)
+def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, committer, tamper):
+    """Job commit validates every task's pendingset; a bad one aborts the whole job."""
+    import pyarrow as pa
+
+    from s3commit_sdk import PendingSetError
+    from s3commit_sdk.committers import make_committer
+    from s3commit_sdk.options import resolve_options
+    from s3commit_sdk.paths import parse_s3_url
+    from s3commit_sdk.protocol import JobContext, execute_task
+    from s3commit_sdk.store import S3Settings
+
+    options = resolve_options(None)
+    job = JobContext(
+        location=parse_s3_url(dest.url),
+        committer=committer,
+        conflict_mode="append",
+        partition_by=(),
+        format="parquet",
+        options=options,
+        settings=S3Settings.resolve(options),
+    )
+    driver = make_committer(job)
+    driver.setup_job()
+    batch = pa.record_batch({"id": list(range(10))})
+    messages = [execute_task(job, i, 0, [batch]) for i in range(2)]
+    assert len(pending_uploads(s3, dest.dir)) == 2
+    doc = json.loads(messages[1])
+    tamper(doc)
+    with pytest.raises(PendingSetError):
+        driver.commit_job([messages[0], json.dumps(doc)], {})
+    assert pending_uploads(s3, dest.dir) == [] and list_keys(s3, dest.dir) == []
