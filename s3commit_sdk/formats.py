@@ -78,6 +78,7 @@ class PendingSet:
     commits: list[PendingUpload]
     iostatistics: dict[str, Any] = field(default_factory=dict)
     version: int = PENDINGSET_VERSION
+    taskDurationSeconds: float = 0.0  # set by the task runner, for the _SUCCESS report
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -7,6 +7,7 @@ exactly one successful attempt per task, or aborts it. Engines only supply ``run
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -130,12 +131,15 @@ def execute_task(
     from .committers import make_committer
     from .writers import write_task_output
 
+    started = time.monotonic()
     task = TaskAttemptContext(job, partition, attempt)
     committer = make_committer(job)
     sink = committer.setup_task(task)
     try:
         files = write_task_output(job, task, batches, sink, schema)
-        return committer.commit_task(task, files)
+        message = json.loads(committer.commit_task(task, files))
+        message["taskDurationSeconds"] = round(time.monotonic() - started, 3)
+        return json.dumps(message)
     except BaseException:
         _best_effort(committer.abort_task, task, what=f"aborting {task.attempt_id}")
         raise

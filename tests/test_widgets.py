@@ -144,9 +144,12 @@ def test_success_report_of_every_committer(committer, dest, tmp_path):
         assert sum(p["bytes"] for p in report.partitions) == result.bytes
         for f in result.files:
             assert f.key in report.html
-        assert report.html.count("<svg") == 3  # phases, bytes per partition, bytes per task
+        # phases, bytes per partition, and the distribution of task durations
+        assert report.html.count("<svg") == 3 and "task durations (2 tasks)" in report.html
         assert "bytes per partition" in report.html and "duration per phase" in report.html
-        assert "records no task durations" in report.html
+        tasks = {f["task"] for f in result.success["files"]}
+        assert set(report.task_durations) == tasks == set(result.success["taskDurations"])
+        assert "records no task durations" not in report.html
         assert committer in report.text()
 
 

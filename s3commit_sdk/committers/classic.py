@@ -93,4 +93,6 @@ class ClassicCommitter(RenameCommitter):
             for rel, rows, size, partition in r["files"]
         ]
         tasks = [r["requests"] for r in results]
-        return self.finish(entries, replaced, phases, started, self.job.options.success_json, tasks)
+        durations = {r["task"]: r.get("taskDurationSeconds", 0.0) for r in results}
+        json_success = self.job.options.success_json
+        return self.finish(entries, replaced, phases, started, json_success, tasks, durations)

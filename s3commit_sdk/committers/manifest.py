@@ -128,7 +128,10 @@ class ManifestCommitter(RenameCommitter):
             self._validate(entries)
         files = [self.entry(*e) for e in entries]
         tasks = [doc["iostatistics"]["counters"] for doc in manifests]
-        return self.finish(files, replaced, phases, started, True, tasks)
+        durations = {
+            p["task"]: p.get("taskDurationSeconds", 0.0) for p in map(json.loads, messages)
+        }
+        return self.finish(files, replaced, phases, started, True, tasks, durations)
 
     def _validate(self, entries: list[tuple]) -> None:
         """job_stage_optional_validate_output: every file is there with its size."""

@@ -137,6 +137,7 @@ class RenameCommitter(Committer):
         started: float,
         json_success: bool = True,
         task_requests: Sequence[dict[str, int]] = (),
+        task_durations: dict[str, float] | None = None,
     ) -> JobOutcome:
         """Delete replaced files, write _SUCCESS, clean the job directory.
 
@@ -158,7 +159,15 @@ class RenameCommitter(Committer):
             requests["PutObject" if isinstance(self.location, S3Location) else "create"] += 1
         requests = dict(sorted(requests.items()))
         success = build_success(
-            self.job, self.name, entries, partitions, len(replaced), phases, requests, False
+            self.job,
+            self.name,
+            entries,
+            partitions,
+            len(replaced),
+            phases,
+            requests,
+            False,
+            task_durations,
         )
         if self.job.options.mark_successful_jobs:
             body = json.dumps(success, indent=2).encode() if json_success else b""

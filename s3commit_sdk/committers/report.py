@@ -17,6 +17,7 @@ def build_success(
     phases: dict[str, float],
     requests: dict[str, int],
     uploaded: bool = True,
+    task_durations: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """``files`` entries carry key, size, rows, partition, etag and task."""
     total_bytes = sum(f["size"] for f in files)
@@ -55,6 +56,7 @@ def build_success(
             "bytes": total_bytes,
             "bytesUploaded": total_bytes if uploaded else 0,
             "durations": {k: round(v, 6) for k, v in phases.items()},
+            "taskDurations": dict(sorted((task_durations or {}).items())),
             "requests": requests,
         },
     )

@@ -196,8 +196,16 @@ class S3Committer(Committer):
             requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
         requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
         partitions = sorted({self._partition_path(c) for c in commits})
+        durations = {p.taskId: p.taskDurationSeconds for p in pendingsets}
         success = build_success(
-            self.job, self.name, files, partitions, len(journal.replaced), phases, requests
+            self.job,
+            self.name,
+            files,
+            partitions,
+            len(journal.replaced),
+            phases,
+            requests,
+            task_durations=durations,
         )
         if journal.markSuccess:
             self._write_success(success)
