@@ -146,7 +146,6 @@ class MagicSink(OutputSink):
             self.slots,
         )
         self.streams[relpath] = stream
-        committer.ensure_job_alive()
         return pa.PythonFile(stream, mode="w")
 
     def finish(self, written: WrittenFile) -> None:
@@ -167,6 +166,7 @@ class MagicSink(OutputSink):
             stream.bucket, self.magic_key(written.relpath) + ".pending", commit.to_json().encode()
         )
         self.commits[written.relpath] = commit
+        self.committer.ensure_job_alive()  # after the .pending: see ensure_job_alive
 
     def abort(self, relpath: str) -> None:
         self.streams[relpath].abort()
@@ -233,7 +233,10 @@ class MagicCommitter(S3Committer):
                 aborted.add(stream.upload_id)
             self._sink.pool.shutdown(wait=True)
         bucket = self.location.bucket
-        for info in self.store.list_objects(bucket, self.attempt_prefix(task)):
+        metadata = list(self.store.list_objects(bucket, self.attempt_prefix(task)))
+        for info in metadata:
             for commit in load_commits_quietly(self.store.get(bucket, info.key)):
                 if commit.uploadId not in aborted:
                     self.store.abort(bucket, commit.destinationKey, commit.uploadId)
+        if self.delete_metadata:
+            self.store.delete_keys(bucket, [info.key for info in metadata])

@@ -68,12 +68,20 @@ class S3Committer(Committer):
 
     def save_pendingset(self, pendingset: PendingSet) -> None:
         """Persisted as well as returned, so an abort after a driver crash can find uploads."""
-        # The statistics include the PUT that saves them, the one request they cannot observe.
+        # The statistics include the two requests they cannot observe: the PUT that saves them
+        # and the job-alive check after it.
         counters = self.store.counters.snapshot()
-        counters["PutObject"] = counters.get("PutObject", 0) + 1
+        for op in ("PutObject", "HeadObject"):
+            counters[op] = counters.get(op, 0) + 1
         pendingset.iostatistics = iostatistics(counters)
         body = pendingset.to_json().encode()
-        self.store.put(self.location.bucket, self.pendingset_key(pendingset), body)
+        key = self.pendingset_key(pendingset)
+        self.store.put(self.location.bucket, key, body)
+        try:
+            self.ensure_job_alive()
+        except CommitError:
+            self.store.delete_keys(self.location.bucket, [key])
+            raise
 
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
@@ -90,13 +98,13 @@ class S3Committer(Committer):
         return self.location.job_prefix(self.job.job_id) + "alive"
 
     def ensure_job_alive(self) -> None:
-        """Called by an attempt after it started uploads.
+        """Called by an attempt after it started uploads and saved the metadata naming them.
 
         Seed 003 ("Correctness", continuity): a straggler must never make output visible
         or leave it pending after the job ended. Job end deletes the alive marker *before* it
-        lists this job's pending uploads, so an upload started before a successful check here
-        is found by that listing and aborted, and one started after a failed check is aborted
-        by the attempt itself (its task abort).
+        lists this job's pending uploads and metadata, so an upload or metadata file created
+        before a successful check here is found by that listing, and one created before a
+        failed check is removed by the attempt itself (its task abort).
         """
         if self.store.head(self.location.bucket, self.alive_key) is None:
             raise CommitError(

@@ -66,8 +66,7 @@ class DirectoryStagingCommitter(S3Committer):
         self.conflict.check_task(self.visible, self.location.url(), partitions)
         root = self.attempt_dir(task)
         part_size = self.job.options.multipart_size
-        commits = [self._initiate(task, f) for f in files]
-        self.ensure_job_alive()
+        commits = [self._initiate(task, f) for f in files]  # save_pendingset checks job alive
         with ThreadPoolExecutor(self.job.options.upload_threads, "s3commit-upload") as pool:
             parts = [
                 self._send_parts(pool, root, f, c, part_size)

@@ -7,6 +7,7 @@ the result of exactly one successful attempt per partition, so job commit never 
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 
@@ -63,10 +64,34 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
     poller.start()
     try:
         return [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
+    except BaseException:
+        _settle(context, job.job_id)
+        raise
     finally:
         poller.stop()
         context.setLocalProperty("spark.jobGroup.id", None)
         context.setLocalProperty("spark.job.description", None)
+
+
+def _settle(context, group: str, timeout: float = 60.0) -> None:
+    """Cancel the job and wait until none of its task attempts still runs.
+
+    A failed Spark job returns while sibling attempts are still being killed; if the driver's
+    job abort ran now, an attempt could write upload metadata after the abort listed it.
+    """
+    context.cancelJobGroup(group)
+    status = context.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in status.getJobIdsForGroup(group):
+            info = status.getJobInfo(job_id)
+            for stage_id in info.stageIds if info else ():
+                stage = status.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage else 0
+        if active == 0:
+            return
+        time.sleep(0.2)
 
 
 class _StatusPoller(threading.Thread):
