@@ -79,6 +79,7 @@ class PendingSet:
     iostatistics: dict[str, Any] = field(default_factory=dict)
     version: int = PENDINGSET_VERSION
     taskDurationSeconds: float = 0.0  # set by the task runner, for the _SUCCESS report
+    taskWriteSeconds: float = 0.0  # the part of it spent writing, before task commit
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -137,8 +137,10 @@ def execute_task(
     sink = committer.setup_task(task)
     try:
         files = write_task_output(job, task, batches, sink, schema)
+        written = time.monotonic()
         message = json.loads(committer.commit_task(task, files))
         message["taskDurationSeconds"] = round(time.monotonic() - started, 3)
+        message["taskWriteSeconds"] = round(written - started, 3)
         return json.dumps(message)
     except BaseException:
         _best_effort(committer.abort_task, task, what=f"aborting {task.attempt_id}")
@@ -176,6 +178,7 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
         tracker.update(phase="writing")
         messages = run_tasks(job, tracker)
         phases["tasks"] = time.monotonic() - mark
+        phases.update(_split_task_phase(messages, phases["tasks"]))
     except BaseException as exc:
         _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
         if isinstance(exc, S3CommitError):
@@ -191,6 +194,22 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
         raise
     tracker.update(phase="job commit")
     return committer.commit_job(messages, phases)
+
+
+def _split_task_phase(messages: list[str], wall: float) -> dict[str, float]:
+    """The tasks phase's wall time, split into writing and task commit as the tasks spent it."""
+    write = commit = 0.0
+    for message in messages:
+        timing = json.loads(message)
+        spent = timing.get("taskWriteSeconds", 0.0)
+        write += spent
+        commit += max(timing.get("taskDurationSeconds", 0.0) - spent, 0.0)
+    if write + commit <= 0:
+        return {}
+    return {
+        "task_write": wall * write / (write + commit),
+        "task_commit": wall * commit / (write + commit),
+    }
 
 
 def _best_effort(action: Callable[..., None], *args: Any, what: str) -> None:
