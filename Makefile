@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: system-deps setup demo test faults lint format clean bench-memory bench-commit
+.PHONY: system-deps setup demo test faults lint format clean bench bench-quick bench-commit
 
 setup: $(STAMP)
 
@@ -24,7 +24,7 @@ system-deps:
 $(STAMP): pyproject.toml | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -60,8 +60,12 @@ format: setup
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache spark-warehouse
 
-bench-memory: setup
-	$(PY) -m bench.magic_memory --size-mib 1024 --part 16M
+# Benchmarks (bench/run.py): results JSON in bench/results/, report + charts in bench/reports/.
+bench: setup
+	$(PY) -m bench.run --full --report-dir bench/reports
+
+bench-quick: setup
+	$(PY) -m bench.run --quick
 
 bench-commit: setup
 	$(PY) -m bench.commit_compare

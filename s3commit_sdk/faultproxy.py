@@ -43,6 +43,7 @@ RESET = "reset"
 DELAY = "delay"
 BANDWIDTH = "bandwidth"
 ACTIONS = (SLOW_DOWN, INTERNAL_ERROR, RESET, DELAY, BANDWIDTH)
+COPIES = ("CopyObject", "UploadPartCopy")
 _ERRORS = {
     SLOW_DOWN: (503, "SlowDown", "Please reduce your request rate."),
     INTERNAL_ERROR: (500, "InternalError", "We encountered an internal error. Please try again."),
@@ -144,7 +145,11 @@ def bandwidth(
     probability: float = 1.0,
     occurrences: Iterable[int] | None = None,
 ) -> Fault:
-    """Move the request and response bodies at no more than ``bytes_per_s``."""
+    """Move the request and response bodies at no more than ``bytes_per_s``.
+
+    Server-side copies are paced too: a copy's reply waits until its bytes would have moved
+    (seed 003 "Results" measured S3 copying at about 10 MB/s).
+    """
     return _fault(
         BANDWIDTH,
         operation,
@@ -268,6 +273,7 @@ class FaultProxy:
         self._port = port
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._copied = 0
         self._events: list[FaultEvent] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -289,12 +295,23 @@ class FaultProxy:
         with self._lock:
             self._counts.clear()
             self._events.clear()
+            self._copied = 0
 
     @property
     def counts(self) -> dict[str, int]:
         """Requests seen per S3 operation since the last ``reset`` (faulted ones included)."""
         with self._lock:
             return dict(sorted(self._counts.items()))
+
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes the store copied server-side (CopyObject, UploadPartCopy) since ``reset``."""
+        with self._lock:
+            return self._copied
+
+    def _count_copy(self, size: int) -> None:
+        with self._lock:
+            self._copied += size
 
     @property
     def events(self) -> list[FaultEvent]:
@@ -459,6 +476,10 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             self._fail(failure)
             return
+        if operation in COPIES and status == 200:
+            copied = self._copy_size()
+            proxy._count_copy(copied)
+            throttle.tick(copied)  # a bandwidth rule paces server-side copies too
         self.send_response_only(status, reason)
         length = None
         for name, value in headers:
@@ -475,6 +496,26 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = payload[start : start + throttle.chunk]
                 self.wfile.write(chunk)
                 throttle.tick(len(chunk))
+
+    def _copy_size(self) -> int:
+        """Bytes a successful copy moved: its range, or the size of the source object."""
+        ranged = self.headers.get("x-amz-copy-source-range", "")
+        if ranged.startswith("bytes="):
+            first, last = ranged[len("bytes=") :].split("-")
+            return int(last) - int(first) + 1
+        source = self.headers.get("x-amz-copy-source", "").split("?", 1)[0]
+        host, port = self.server.owner.upstream
+        conn = http.client.HTTPConnection(host, port, timeout=self.server.owner.timeout)
+        try:
+            # the caller's credentials name the account; a store that checks signatures
+            # would refuse this HEAD, the local endpoints this proxy fronts do not
+            auth = {"Authorization": self.headers.get("Authorization", "")}
+            conn.request("HEAD", "/" + source.lstrip("/"), headers=auth)
+            response = conn.getresponse()
+            response.read()
+            return int(response.getheader("Content-Length") or 0)
+        finally:
+            conn.close()
 
     def _client_gone(self) -> bool:
         try:

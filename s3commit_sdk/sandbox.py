@@ -43,12 +43,14 @@ class S3Sandbox:
         port: int | None = None,
         extra_env: dict[str, str] | None = None,
         export: bool = True,
+        server_module: str = "moto.server",
     ) -> None:
         self.bucket = bucket
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.extra_env = extra_env or {}
         self.export = export
+        self.server_module = server_module  # run as `python -m MODULE -H HOST -p PORT`
         self.process: subprocess.Popen | None = None
         self._saved_env: dict[str, str | None] = {}
 
@@ -62,7 +64,7 @@ class S3Sandbox:
 
     def start(self) -> S3Sandbox:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", self.server_module, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**os.environ, **self.extra_env},

@@ -14,7 +14,7 @@ import botocore.config
 import botocore.exceptions
 import pandas as pd
 import pytest
-from conftest import BUCKET, pending_uploads, read_back, visible_keys
+from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import StoreError, write_committed
 from s3commit_sdk.faultproxy import (
@@ -190,6 +190,39 @@ def test_bandwidth_cap_on_request_and_response_bodies(proxy, dest, s3):
     s3.delete_object(Bucket=BUCKET, Key=key)
 
 
+def test_server_side_copies_are_counted_in_bytes_and_paced(proxy, dest, s3):
+    source, body = dest.dir + "source.bin", os.urandom(192 * 1024)
+    s3.put_object(Bucket=BUCKET, Key=source, Body=body)
+    proxy.set_rules([bandwidth(256 * 1024, "CopyObject")])
+    store = store_via(proxy)
+    started = time.monotonic()
+    store.copy(BUCKET, source, dest.dir + "copy one.bin")
+    assert time.monotonic() - started >= 0.7  # 192 KiB at 256 KiB/s
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=dest.dir + "ranged.bin")
+    part = store.client.upload_part_copy(
+        Bucket=BUCKET,
+        Key=dest.dir + "ranged.bin",
+        UploadId=upload["UploadId"],
+        PartNumber=1,
+        CopySource={"Bucket": BUCKET, "Key": source},
+        CopySourceRange="bytes=0-999",
+    )
+    s3.complete_multipart_upload(
+        Bucket=BUCKET,
+        Key=dest.dir + "ranged.bin",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"ETag": part["CopyPartResult"]["ETag"], "PartNumber": 1}]},
+    )
+    assert proxy.copied_bytes == len(body) + 1000
+    assert s3.get_object(Bucket=BUCKET, Key=dest.dir + "copy one.bin")["Body"].read() == body
+    proxy.reset()
+    assert proxy.copied_bytes == 0
+    s3.delete_objects(
+        Bucket=BUCKET,
+        Delete={"Objects": [{"Key": k} for k in list_keys(s3, dest.dir)]},
+    )
+
+
 def _outcomes(proxy: FaultProxy, seed: int) -> tuple[list[bool], list[FaultEvent]]:
     proxy.reset()
     proxy.set_rules([slow_down("HeadBucket", probability=0.5)], seed=seed)
@@ -257,14 +290,16 @@ def test_write_committed_survives_twenty_percent_slowdowns(proxy, dest, s3, s3_s
     faults = proxy.events
     assert faults, "no fault was injected: the test proves nothing"
     assert {e.action for e in faults} == {SLOW_DOWN}
-    # every request the job made went through the proxy, retries included
-    # every request is counted, retries included; only the PUTs that save metadata are
-    # counted before they are sent (their own statistics cannot see their retries)
+    # every request the job made went through the proxy and is counted, retries included;
+    # only the PUT that saves a task's statistics and the job-alive HEAD after it are counted
+    # before they are sent (those statistics cannot see their retries)
     seen, counted = proxy.counts, result.requests
-    assert {k: v for k, v in seen.items() if k != "PutObject"} == {
-        k: v for k, v in counted.items() if k != "PutObject"
+    precounted = ("PutObject", "HeadObject")
+    assert {k: v for k, v in seen.items() if k not in precounted} == {
+        k: v for k, v in counted.items() if k not in precounted
     }
-    assert counted["PutObject"] <= seen["PutObject"] <= counted["PutObject"] + len(faults)
+    for op in precounted:
+        assert counted[op] <= seen[op] <= counted[op] + len(faults)
     assert sum(proxy.counts.values()) > len(faults)
 
     # read back through the real endpoint, not the proxy

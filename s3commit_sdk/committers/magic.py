@@ -120,33 +120,47 @@ class DelayedCompletionStream(io.RawIOBase):
         super().close()
 
 
-class MagicSink(OutputSink):
-    """Opens one delayed-completion stream per file and records a ``.pending`` for each."""
+class StreamingSink(OutputSink):
+    """One delayed-completion stream per file; the task's parts share one bounded queue."""
+
+    def __init__(self, store: S3Store, bucket: str, part_size: int, upload_threads: int) -> None:
+        self.store, self.bucket, self.part_size = store, bucket, part_size
+        self.pool = ThreadPoolExecutor(upload_threads, "s3commit-stream")
+        self.slots = threading.BoundedSemaphore(upload_threads + QUEUE_DEPTH)
+        self.streams: dict[str, DelayedCompletionStream] = {}
+
+    def open_stream(self, relpath: str, key: str) -> pa.NativeFile:
+        stream = DelayedCompletionStream(
+            self.store, self.bucket, key, self.part_size, self.pool, self.slots
+        )
+        self.streams[relpath] = stream
+        return pa.PythonFile(stream, mode="w")
+
+    def abort(self, relpath: str) -> None:
+        self.streams[relpath].abort()
+
+
+class MagicSink(StreamingSink):
+    """Streams each file into its final key and records a ``.pending`` for it."""
 
     def __init__(self, committer: MagicCommitter, task: TaskAttemptContext) -> None:
-        self.committer, self.task = committer, task
         options = committer.job.options
-        self.pool = ThreadPoolExecutor(options.upload_threads, "s3commit-magic")
-        self.slots = threading.BoundedSemaphore(options.upload_threads + QUEUE_DEPTH)
-        self.streams: dict[str, DelayedCompletionStream] = {}
+        super().__init__(
+            committer.store,
+            committer.location.bucket,
+            options.multipart_size,
+            options.upload_threads,
+        )
+        self.committer, self.task = committer, task
         self.commits: dict[str, PendingUpload] = {}
 
     def magic_key(self, relpath: str) -> str:
         return f"{self.committer.attempt_prefix(self.task)}{BASE}/{relpath}"
 
     def open(self, relpath: str) -> pa.NativeFile:
-        committer = self.committer
-        key = magic_to_final(committer.location, self.magic_key(relpath))
-        stream = DelayedCompletionStream(
-            committer.store,
-            committer.location.bucket,
-            key,
-            committer.job.options.multipart_size,
-            self.pool,
-            self.slots,
+        return self.open_stream(
+            relpath, magic_to_final(self.committer.location, self.magic_key(relpath))
         )
-        self.streams[relpath] = stream
-        return pa.PythonFile(stream, mode="w")
 
     def finish(self, written: WrittenFile) -> None:
         stream = self.streams[written.relpath]
@@ -167,9 +181,6 @@ class MagicSink(OutputSink):
         )
         self.commits[written.relpath] = commit
         self.committer.ensure_job_alive()  # after the .pending: see ensure_job_alive
-
-    def abort(self, relpath: str) -> None:
-        self.streams[relpath].abort()
 
 
 class MagicCommitter(S3Committer):

@@ -1,0 +1,188 @@
+"""Scenario 2: job commit time and driver memory by file count, threads and bytes.
+
+Task output is prepared without Spark: one multipart upload per file whose single part is a
+server-side copy of a source object (so 4 GiB of parts cost no client bandwidth), grouped into
+pendingsets as tasks would have returned them. Then the committer's real job commit runs on
+them, timed alone. Driver memory is the Python heap peak (tracemalloc) of a separate, untimed
+job commit of the same size, so tracing does not slow the timed ones.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+
+from s3commit_sdk.committers import make_committer
+from s3commit_sdk.formats import PendingSet, PendingUpload
+from s3commit_sdk.options import resolve_options
+from s3commit_sdk.paths import parse_s3_url
+from s3commit_sdk.protocol import JobContext
+from s3commit_sdk.store import S3Settings
+
+from .harness import BUCKET, MIB, Endpoint, Record, Run, aggregate
+
+TASKS = 16
+SOURCE_KEY = "scaling-source.bin"
+
+
+def _job(url: str, committer: str, threads: int) -> JobContext:
+    options = resolve_options({"threads": threads})
+    return JobContext(
+        location=parse_s3_url(url),
+        committer=committer,
+        conflict_mode="append",
+        partition_by=(),
+        format="parquet",
+        options=options,
+        settings=S3Settings.resolve(options),
+    )
+
+
+def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) -> list[str]:
+    """Pending uploads for ``files`` files of ``file_bytes`` each; the tasks' messages."""
+    client = endpoint.client()
+    client.put_object(Bucket=BUCKET, Key=SOURCE_KEY, Body=b"\0" * file_bytes)
+    location = job.location
+
+    def one(index: int) -> PendingUpload:
+        key = location.key(f"part-{index:05d}-{job.job_id}.c000.snappy.parquet")
+        upload = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+        part = client.upload_part_copy(
+            Bucket=BUCKET,
+            Key=key,
+            UploadId=upload,
+            PartNumber=1,
+            CopySource={"Bucket": BUCKET, "Key": SOURCE_KEY},
+        )
+        return PendingUpload(
+            uri=location.url(key),
+            bucket=BUCKET,
+            destinationKey=key,
+            uploadId=upload,
+            etags=[part["CopyPartResult"]["ETag"]],
+            length=file_bytes,
+            rows=1,
+            partition={},
+            jobId=job.job_id,
+            taskId=f"task_{index % TASKS:05d}",
+        )
+
+    with ThreadPoolExecutor(32) as pool:
+        commits = list(pool.map(one, range(files)))
+    client.delete_object(Bucket=BUCKET, Key=SOURCE_KEY)
+    messages = []
+    for task in range(TASKS):
+        task_id = f"task_{task:05d}"
+        mine = [c for c in commits if c.taskId == task_id]
+        if mine:
+            messages.append(PendingSet(job.job_id, task_id, f"{task_id}_0", mine).to_json())
+    return messages
+
+
+RAW = "raw boto3 complete"
+
+
+def complete_raw(endpoint: Endpoint, messages: list[str], threads: int) -> int:
+    """The store's limit for a job commit: only the completions, from a plain boto3 pool."""
+    client = endpoint.client()
+    commits = [c for m in messages for c in PendingSet.from_json(m).commits]
+
+    def one(commit: PendingUpload) -> None:
+        parts = [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(commit.etags)]
+        client.complete_multipart_upload(
+            Bucket=BUCKET,
+            Key=commit.destinationKey,
+            UploadId=commit.uploadId,
+            MultipartUpload={"Parts": parts},
+        )
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, commits))
+    return len(commits)
+
+
+def commit_once(
+    endpoint: Endpoint, committer: str, files: int, file_bytes: int, threads: int, traced: bool
+) -> dict[str, float]:
+    endpoint.reset()
+    job = _job(f"{endpoint.url}/scaling", "directory" if committer == RAW else committer, threads)
+    worker = make_committer(job)
+    worker.setup_job()
+    messages = prepare(endpoint, job, files, file_bytes)
+    if traced:
+        tracemalloc.start()
+    started = time.monotonic()
+    if committer == RAW:
+        committed = complete_raw(endpoint, messages, threads)
+    else:
+        committed = len(worker.commit_job(messages, {}).files)
+    seconds = time.monotonic() - started
+    peak = tracemalloc.get_traced_memory()[1] if traced else 0
+    tracemalloc.stop()
+    if committed != files or endpoint.pending_uploads():
+        raise RuntimeError(f"{committer}: {committed} of {files} files committed")
+    return {"job_commit_s": seconds, "driver_heap_peak_mib": peak / MIB}
+
+
+def run_scaling(
+    run: Run,
+    endpoint: Endpoint,
+    committers: tuple[str, ...],
+    file_counts: tuple[int, ...],
+    threads: tuple[int, ...],
+    repeats: int,
+    file_bytes: int = 64 * 1024,
+) -> None:
+    """Job commit time by file count and threads, small files (the cost is per file).
+
+    ``RAW`` among the committers times only the completions from a plain boto3 pool: the most
+    any job commit could get out of this endpoint.
+    """
+    for committer in committers:
+        for files in file_counts:
+            heap = commit_once(endpoint, committer, files, file_bytes, threads[0], traced=True)
+            for count in threads:
+                samples = [
+                    commit_once(endpoint, committer, files, file_bytes, count, traced=False)
+                    for _ in range(repeats)
+                ]
+                run.add(
+                    Record(
+                        "commit_scaling",
+                        {"committer": committer, "files": files, "threads": count},
+                        {
+                            **aggregate(samples),
+                            **aggregate([{"driver_heap_peak_mib": heap["driver_heap_peak_mib"]}]),
+                        },
+                        {"file_bytes": file_bytes},
+                    )
+                )
+    endpoint.reset()
+
+
+def run_bytes(
+    run: Run,
+    endpoint: Endpoint,
+    committer: str,
+    files: int,
+    totals_mib: tuple[int, ...],
+    threads: int,
+    repeats: int,
+) -> None:
+    """The same file count at different total bytes: commit time should not follow the bytes."""
+    for total in totals_mib:
+        file_bytes = total * MIB // files
+        samples = [
+            commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
+            for _ in range(repeats)
+        ]
+        run.add(
+            Record(
+                "commit_bytes",
+                {"committer": committer, "files": files, "total_mib": total, "threads": threads},
+                aggregate(samples),
+                {"file_bytes": file_bytes},
+            )
+        )
+    endpoint.reset()
