@@ -41,13 +41,13 @@ class Plan:
     e2e: tuple[tuple[int, bool, tuple[str, ...] | None], ...]  # (MiB, partitioned, writers)
     repeats: int
     requests_mib: int
-    scaling_files: tuple[int, ...]
-    scaling_threads: tuple[int, ...]
-    scaling_committers: tuple[str, ...]
+    scaling: tuple[tuple[str, int, tuple[int, ...]], ...]  # (committer, files, threads)
+    scaling_repeats: int
     bytes_files: int
     bytes_totals_mib: tuple[int, ...]
     memory_mib: tuple[int, ...]
     memory_part: str
+    memory_repeats: int
     peers_mib: int
     latency_mib: int
 
@@ -56,13 +56,17 @@ QUICK = Plan(
     e2e=((32, True, None),),
     repeats=2,
     requests_mib=16,
-    scaling_files=(100, 1000),
-    scaling_threads=(8, 32),
-    scaling_committers=("directory", commit_scaling.RAW),
+    scaling=(
+        ("directory", 100, (8, 32)),
+        ("directory", 1000, (8, 32)),
+        (commit_scaling.RAW, 1000, (32,)),
+    ),
+    scaling_repeats=2,
     bytes_files=100,
     bytes_totals_mib=(64, 256),
     memory_mib=(32, 128),
     memory_part="8M",
+    memory_repeats=1,
     peers_mib=32,
     latency_mib=16,
 )
@@ -71,18 +75,24 @@ FULL = Plan(
         (256, False, None),
         (256, True, None),
         (1024, False, None),
-        (1024, True, None),
+        (1024, True, ("direct (unsafe)", "directory", "partitioned", "magic")),
         (4096, False, ("direct (unsafe)", "directory", "magic")),
     ),
     repeats=3,
     requests_mib=64,
-    scaling_files=(100, 1000, 10_000),
-    scaling_threads=(8, 32, 64),
-    scaling_committers=("directory", "magic", commit_scaling.RAW),
+    scaling=(
+        ("directory", 100, (8, 32, 64)),
+        ("directory", 1000, (8, 32, 64)),
+        ("magic", 1000, (32,)),
+        (commit_scaling.RAW, 1000, (8, 32, 64)),
+        ("directory", 10_000, (32,)),
+    ),
+    scaling_repeats=2,
     bytes_files=100,
     bytes_totals_mib=(1024, 4096),
     memory_mib=(256, 4096),
     memory_part="16M",
+    memory_repeats=2,
     peers_mib=256,
     latency_mib=64,
 )
@@ -121,12 +131,7 @@ def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable
         (
             "commit scaling",
             lambda run: commit_scaling.run_scaling(
-                run,
-                endpoint,
-                plan.scaling_committers,
-                plan.scaling_files,
-                plan.scaling_threads,
-                plan.repeats,
+                run, endpoint, plan.scaling, plan.scaling_repeats
             ),
         ),
         (
@@ -144,7 +149,9 @@ def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable
         ("peers", lambda run: peers.run_peers(run, endpoint, plan.peers_mib, plan.repeats)),
         (
             "memory",
-            lambda run: memory.run_memory(run, plan.memory_mib, plan.memory_part, plan.repeats),
+            lambda run: memory.run_memory(
+                run, plan.memory_mib, plan.memory_part, plan.memory_repeats
+            ),
         ),
     ]
     return steps
@@ -183,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     results = HERE / "results"
     results.mkdir(parents=True, exist_ok=True)
-    (results / f"{stamp}.json").write_text(json.dumps(run.to_json(), indent=2))
+    document = json.dumps(run.to_json(), indent=2)
+    (results / f"{stamp}.json").write_text(document)
     args.report_dir.mkdir(parents=True, exist_ok=True)
+    (args.report_dir / f"{stamp}.json").write_text(document)  # the report's own numbers
     text = markdown(run, charts(run, args.report_dir, stamp))
     (args.report_dir / f"{stamp}.md").write_text(text)
     print(text)
