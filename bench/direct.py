@@ -15,10 +15,8 @@ import pyarrow as pa
 
 from s3commit_sdk.committers.magic import StreamingSink
 from s3commit_sdk.engines.spark import spark_schema_to_arrow
-from s3commit_sdk.options import resolve_options
-from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, TaskAttemptContext, WrittenFile
-from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.store import S3Store
 
 
 class DirectSink(StreamingSink):
@@ -46,16 +44,7 @@ def direct_write(
 
     from s3commit_sdk.writers import write_task_output
 
-    resolved = resolve_options(options)
-    job = JobContext(
-        location=parse_s3_url(url),
-        committer="direct",
-        conflict_mode="append",
-        partition_by=tuple(partition_by),
-        format="parquet",
-        options=resolved,
-        settings=S3Settings.resolve(resolved),
-    )
+    job = JobContext.on_s3(url, "direct", options, partition_by=tuple(partition_by))
     schema = spark_schema_to_arrow(df)
 
     def task(batches):

@@ -58,8 +58,8 @@ QUICK = Plan(
     requests_mib=16,
     scaling=(
         ("directory", 100, (8, 32)),
-        ("directory", 1000, (8, 32)),
-        (commit_scaling.RAW, 1000, (32,)),
+        ("directory", 400, (8, 32)),
+        (commit_scaling.RAW, 400, (32,)),
     ),
     scaling_repeats=2,
     bytes_files=100,

@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import S3CommitError, TaskFailedError, from_task_failure
-from .options import CommitOptions
-from .paths import S3Location
+from .options import CommitOptions, resolve_options
+from .paths import S3Location, parse_s3_url
 from .progress import ProgressTracker
 from .store import S3Settings
 
@@ -40,6 +40,32 @@ class JobContext:
     settings: S3Settings
     job_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     job_id_source: str = "generated"
+
+    @classmethod
+    def on_s3(
+        cls,
+        url: str,
+        committer: str,
+        options: dict[str, Any] | None = None,
+        conflict_mode: str = "append",
+        partition_by: tuple[str, ...] = (),
+        **fields: Any,
+    ) -> JobContext:
+        """A Parquet job on ``url`` with options resolved as ``write_committed`` resolves them.
+
+        For code that drives the protocol itself (tests, benchmarks) without a DataFrame.
+        """
+        resolved = resolve_options(options)
+        return cls(
+            location=parse_s3_url(url),
+            committer=committer,
+            conflict_mode=conflict_mode,
+            partition_by=partition_by,
+            format="parquet",
+            options=resolved,
+            settings=S3Settings.resolve(resolved),
+            **fields,
+        )
 
 
 @dataclass(frozen=True)

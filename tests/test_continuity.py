@@ -8,10 +8,7 @@ import pytest
 from conftest import list_keys, pending_uploads
 
 from s3commit_sdk import CommitError, write_committed
-from s3commit_sdk.options import resolve_options
-from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, execute_task
-from s3commit_sdk.store import S3Settings
 
 
 @pytest.mark.parametrize("committer", ["directory", "partitioned", "magic"])
@@ -26,17 +23,7 @@ def test_late_attempt_after_job_end_discards_its_output(s3, dest, committer):
     )
     visible = sorted(list_keys(s3, dest.dir))
     # the same job's straggler: a second attempt of task 0, running after job commit
-    options = resolve_options(None)
-    job = JobContext(
-        location=parse_s3_url(dest.url),
-        committer=committer,
-        conflict_mode="append",
-        partition_by=("day",),
-        format="parquet",
-        options=options,
-        settings=S3Settings.resolve(options),
-        job_id=result.job_id,
-    )
+    job = JobContext.on_s3(dest.url, committer, partition_by=("day",), job_id=result.job_id)
     with pytest.raises(CommitError, match="already ended"):
         execute_task(job, partition=0, attempt=1, batches=[batch])
     assert pending_uploads(s3, dest.dir) == []

@@ -137,21 +137,9 @@ def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, commi
 
     from s3commit_sdk import PendingSetError
     from s3commit_sdk.committers import make_committer
-    from s3commit_sdk.options import resolve_options
-    from s3commit_sdk.paths import parse_s3_url
     from s3commit_sdk.protocol import JobContext, execute_task
-    from s3commit_sdk.store import S3Settings
 
-    options = resolve_options(None)
-    job = JobContext(
-        location=parse_s3_url(dest.url),
-        committer=committer,
-        conflict_mode="append",
-        partition_by=(),
-        format="parquet",
-        options=options,
-        settings=S3Settings.resolve(options),
-    )
+    job = JobContext.on_s3(dest.url, committer)
     driver = make_committer(job)
     driver.setup_job()
     batch = pa.record_batch({"id": list(range(10))})

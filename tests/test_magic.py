@@ -16,10 +16,8 @@ from pyspark.sql.types import LongType
 from s3commit_sdk import ConflictError, write_committed
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.magic import magic_to_final
-from s3commit_sdk.options import resolve_options
 from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, execute_task
-from s3commit_sdk.store import S3Settings
 
 FIVE_MIB = 5 * 1024 * 1024
 
@@ -76,16 +74,7 @@ def test_large_file_streams_in_parts_byte_identical_to_staging(s3, dest):
 
 
 def _job(dest_url: str, **options) -> JobContext:
-    resolved = resolve_options({"multipart.size": "5M", **options})
-    return JobContext(
-        location=parse_s3_url(dest_url),
-        committer="magic",
-        conflict_mode="append",
-        partition_by=(),
-        format="parquet",
-        options=resolved,
-        settings=S3Settings.resolve(resolved),
-    )
+    return JobContext.on_s3(dest_url, "magic", {"multipart.size": "5M", **options})
 
 
 def test_writer_raising_mid_file_leaves_no_pending_upload(s3, dest):

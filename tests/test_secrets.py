@@ -17,7 +17,6 @@ from s3commit_sdk.cli import main as cli
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.faultproxy import delay
 from s3commit_sdk.options import resolve_options
-from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, TaskAttemptContext
 from s3commit_sdk.store import S3Settings
 
@@ -82,16 +81,7 @@ def test_no_credentials_in_outputs_metadata_logs_or_cli(committer, proxy, s3, de
 
 
 def test_staging_directories_are_private(dest, tmp_path):
-    options = resolve_options({"buffer.dir": str(tmp_path / "buffer")})
-    job = JobContext(
-        location=parse_s3_url(dest.url),
-        committer="directory",
-        conflict_mode="append",
-        partition_by=(),
-        format="parquet",
-        options=options,
-        settings=S3Settings.resolve(options),
-    )
+    job = JobContext.on_s3(dest.url, "directory", {"buffer.dir": str(tmp_path / "buffer")})
     committer = make_committer(job)
     task = TaskAttemptContext(job, partition=0, attempt=0)
     committer.setup_task(task)
