@@ -111,6 +111,16 @@ def commit_once(
     return {"driver_heap_peak_mib": peak / MIB} if traced else {"job_commit_s": seconds}
 
 
+def timed_commits(
+    endpoint: Endpoint, committer: str, files: int, file_bytes: int, threads: int, repeats: int
+) -> dict[str, dict[str, float]]:
+    samples = [
+        commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
+        for _ in range(repeats)
+    ]
+    return aggregate(samples)
+
+
 #: a traced job commit needs its own prepared uploads; beyond this many files it costs too long
 TRACED_MAX_FILES = 1000
 
@@ -135,15 +145,12 @@ def run_scaling(
                 [commit_once(endpoint, committer, files, file_bytes, thread_counts[0], True)]
             )
         for threads in thread_counts:
-            samples = [
-                commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
-                for _ in range(repeats)
-            ]
+            timed = timed_commits(endpoint, committer, files, file_bytes, threads, repeats)
             run.add(
                 Record(
                     "commit_scaling",
                     {"committer": committer, "files": files, "threads": threads},
-                    {**aggregate(samples), **heap},
+                    {**timed, **heap},
                     {"file_bytes": file_bytes},
                 )
             )
@@ -162,15 +169,11 @@ def run_bytes(
     """The same file count at different total bytes: commit time should not follow the bytes."""
     for total in totals_mib:
         file_bytes = total * MIB // files
-        samples = [
-            commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
-            for _ in range(repeats)
-        ]
         run.add(
             Record(
                 "commit_bytes",
                 {"committer": committer, "files": files, "total_mib": total, "threads": threads},
-                aggregate(samples),
+                timed_commits(endpoint, committer, files, file_bytes, threads, repeats),
                 {"file_bytes": file_bytes},
             )
         )

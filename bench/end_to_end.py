@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +89,30 @@ def sample(outcome: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def repeat_write(
+    writer: Writer,
+    df,
+    endpoint: Endpoint,
+    partition_by: list[str],
+    extra: dict,
+    repeats: int,
+    before: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """``repeats`` writes, each on an emptied endpoint and leaving no upload pending.
+
+    Returns the summary and the last repetition's outcome; ``before`` runs before each write.
+    """
+    samples, outcome = [], {}
+    for i in range(repeats):
+        endpoint.reset()
+        before()
+        outcome = writer.write(df, f"{endpoint.url}/run/{i}", partition_by, extra)
+        if endpoint.pending_uploads():
+            raise RuntimeError(f"{writer.name} left pending uploads")
+        samples.append(sample(outcome))
+    return aggregate(samples), outcome
+
+
 def run_end_to_end(
     run: Run,
     endpoint: Endpoint,
@@ -102,20 +127,13 @@ def run_end_to_end(
     partition_by = ["day"] if partitioned else []
     warm_up(df, endpoint, {})
     for writer in writers(names, partitioned):
-        samples, files = [], 0
-        for i in range(repeats):
-            endpoint.reset()
-            outcome = writer.write(df, f"{endpoint.url}/e2e/{i}", partition_by, {})
-            if endpoint.pending_uploads():
-                raise RuntimeError(f"{writer.name} left pending uploads")
-            samples.append(sample(outcome))
-            files = outcome["files"]
+        summary, last = repeat_write(writer, df, endpoint, partition_by, {}, repeats)
         run.add(
             Record(
                 "end_to_end",
                 {"writer": writer.name, "size_mib": size_mib, "partitioned": partitioned},
-                aggregate(samples),
-                {"files": files},
+                summary,
+                {"files": last["files"]},
             )
         )
     endpoint.reset()
@@ -135,28 +153,28 @@ def run_requests(
     df = spark_frame(spark, size_mib)
     with proxied(endpoint, rules) as (proxy, url):
         warm_up(df, endpoint, {"endpoint": url})
+
+        def fresh_proxy() -> None:  # so the counts cover exactly the last repetition
+            proxy.reset()
+            proxy.set_rules(rules, seed=0)
+
         for writer in writers(names, partitioned=True):
-            samples, counts, copied, files = [], {}, 0, 0
-            for i in range(repeats):
-                endpoint.reset()
-                proxy.reset()
-                proxy.set_rules(rules, seed=0)
-                outcome = writer.write(df, f"{endpoint.url}/req/{i}", ["day"], {"endpoint": url})
-                samples.append(sample(outcome))
-                counts, copied, files = proxy.counts, proxy.copied_bytes, outcome["files"]
+            extra = {"endpoint": url}
+            summary, last = repeat_write(writer, df, endpoint, ["day"], extra, repeats, fresh_proxy)
+            counts, copied, files = proxy.counts, proxy.copied_bytes, last["files"]
             per_file = {op: round(n / files, 2) for op, n in counts.items()}
             run.add(
                 Record(
                     scenario,
                     {"writer": writer.name, "size_mib": size_mib},
-                    aggregate(samples),
+                    summary,
                     {
                         "files": files,
                         "tasks": tasks_for(size_mib),
                         "requests": counts,
                         "requests_per_file": per_file,
                         "copied_bytes": copied,
-                        "bytes": outcome["bytes"],
+                        "bytes": last["bytes"],
                     },
                 )
             )

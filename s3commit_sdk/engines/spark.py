@@ -80,18 +80,22 @@ def _settle(context, group: str, timeout: float = 60.0) -> None:
     job abort ran now, an attempt could write upload metadata after the abort listed it.
     """
     context.cancelJobGroup(group)
-    status = context.statusTracker()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        active = 0
-        for job_id in status.getJobIdsForGroup(group):
-            info = status.getJobInfo(job_id)
-            for stage_id in info.stageIds if info else ():
-                stage = status.getStageInfo(stage_id)
-                active += stage.numActiveTasks if stage else 0
-        if active == 0:
+        if not any(stage.numActiveTasks for stage in _stages(context, group)):
             return
         time.sleep(0.2)
+
+
+def _stages(context, group: str):
+    """Spark's current info on every stage of the job group's jobs (driver state only)."""
+    status = context.statusTracker()
+    for job_id in status.getJobIdsForGroup(group):
+        info = status.getJobInfo(job_id)
+        for stage_id in info.stageIds if info else ():
+            stage = status.getStageInfo(stage_id)
+            if stage is not None:
+                yield stage
 
 
 class _StatusPoller(threading.Thread):
@@ -107,13 +111,7 @@ class _StatusPoller(threading.Thread):
         self._halt = threading.Event()
 
     def poll(self) -> None:
-        status = self.context.statusTracker()
-        done = 0
-        for job_id in status.getJobIdsForGroup(self.group):
-            info = status.getJobInfo(job_id)
-            for stage_id in info.stageIds if info else ():
-                stage = status.getStageInfo(stage_id)
-                done += stage.numCompletedTasks if stage else 0
+        done = sum(stage.numCompletedTasks for stage in _stages(self.context, self.group))
         self.tracker.update(tasks_done=done, files=self.files.value, bytes=self.size.value)
 
     def run(self) -> None:
