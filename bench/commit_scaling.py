@@ -25,7 +25,7 @@ SOURCE_KEY = "scaling-source.bin"
 
 def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) -> list[str]:
     """Pending uploads for ``files`` files of ``file_bytes`` each; the tasks' messages."""
-    client = endpoint.client()
+    client = endpoint.client(threads=32)
     client.put_object(Bucket=BUCKET, Key=SOURCE_KEY, Body=b"\0" * file_bytes)
     location = job.location
 
@@ -69,7 +69,7 @@ RAW = "raw boto3 complete"
 
 def complete_raw(endpoint: Endpoint, messages: list[str], threads: int) -> int:
     """The store's limit for a job commit: only the completions, from a plain boto3 pool."""
-    client = endpoint.client()
+    client = endpoint.client(threads=threads)
     commits = [c for m in messages for c in PendingSet.from_json(m).commits]
 
     def one(commit: PendingUpload) -> None:
@@ -84,6 +84,20 @@ def complete_raw(endpoint: Endpoint, messages: list[str], threads: int) -> int:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(one, commits))
     return len(commits)
+
+
+def list_once(endpoint: Endpoint, messages: list[str]) -> float:
+    """Seconds to list the committed keys' directory once (1000 keys a page): the least a job
+    commit must add on a store whose completion answers carry no ETag (RGW), to check them."""
+    keys = sorted(c.destinationKey for m in messages for c in PendingSet.from_json(m).commits)
+    client = endpoint.client()
+    prefix = keys[0].rsplit("/", 1)[0] + "/"
+    started = time.monotonic()
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    listed = sum(len(page.get("Contents", [])) for page in pages)
+    if listed < len(keys):
+        raise RuntimeError(f"listed {listed} of {len(keys)} committed keys")
+    return time.monotonic() - started
 
 
 def commit_once(
@@ -108,7 +122,12 @@ def commit_once(
     if committed != files or endpoint.pending_uploads():
         raise RuntimeError(f"{committer}: {committed} of {files} files committed")
     # a traced run is slowed by the tracing: it gives memory only
-    return {"driver_heap_peak_mib": peak / MIB} if traced else {"job_commit_s": seconds}
+    if traced:
+        return {"driver_heap_peak_mib": peak / MIB, "driver_heap_kib_per_file": peak / 1024 / files}
+    timed = {"job_commit_s": seconds, "completions_per_s": files / seconds}
+    if committer == RAW:
+        timed["list_s"] = list_once(endpoint, messages)
+    return timed
 
 
 def timed_commits(
@@ -136,11 +155,11 @@ def run_scaling(
 
     ``cases``: (committer, files, thread counts). ``RAW`` as the committer times only the
     completions from a plain boto3 pool: the most any job commit could get out of this endpoint.
-    Driver memory is measured for up to ``TRACED_MAX_FILES`` files.
+    Driver memory is measured for up to ``TRACED_MAX_FILES`` files, for the committers.
     """
     for committer, files, thread_counts in cases:
         heap = {}
-        if files <= TRACED_MAX_FILES:
+        if files <= TRACED_MAX_FILES and committer != RAW:  # the driver's memory is ours only
             heap = aggregate(
                 [commit_once(endpoint, committer, files, file_bytes, thread_counts[0], True)]
             )
@@ -149,7 +168,12 @@ def run_scaling(
             run.add(
                 Record(
                     "commit_scaling",
-                    {"committer": committer, "files": files, "threads": threads},
+                    {
+                        "endpoint": endpoint.kind,
+                        "committer": committer,
+                        "files": files,
+                        "threads": threads,
+                    },
                     {**timed, **heap},
                     {"file_bytes": file_bytes},
                 )
@@ -172,7 +196,13 @@ def run_bytes(
         run.add(
             Record(
                 "commit_bytes",
-                {"committer": committer, "files": files, "total_mib": total, "threads": threads},
+                {
+                    "endpoint": endpoint.kind,
+                    "committer": committer,
+                    "files": files,
+                    "total_mib": total,
+                    "threads": threads,
+                },
                 timed_commits(endpoint, committer, files, file_bytes, threads, repeats),
                 {"file_bytes": file_bytes},
             )

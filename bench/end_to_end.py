@@ -8,15 +8,25 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from s3commit_sdk import write_committed
 
-from .data import spark_frame, tasks_for
+from .data import DAYS, spark_frame, tasks_for
 from .direct import direct_write
-from .harness import MIB, Endpoint, Record, Run, aggregate, proxied
+from .harness import (
+    MIB,
+    Endpoint,
+    Record,
+    Run,
+    aggregate,
+    proxied,
+    server_pids,
+    tree_cpu_seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Writer:
                 "files": done["files"],
                 "phases": {"task_write": done["seconds"]},
                 "requests": {},
+                "checks": {},
             }
         result = write_committed(
             df,
@@ -53,6 +64,7 @@ class Writer:
             "files": len(result.files),
             "phases": result.phases,
             "requests": result.requests,
+            "checks": result.success.get("completionChecks", {}),
         }
 
 
@@ -86,31 +98,49 @@ def sample(outcome: dict[str, Any]) -> dict[str, float]:
         "task_write_s": phases.get("task_write", 0.0),
         "task_commit_s": phases.get("task_commit", 0.0),
         "job_commit_s": phases.get("job_commit", 0.0),
+        "client_cpu_s": outcome["client_cpu_s"],
+        "server_cpu_s": outcome["server_cpu_s"],
     }
 
 
-def repeat_write(
-    writer: Writer,
+def client_cpu() -> float:
+    """CPU of this process and what it started (Spark's JVM, the Python workers), not the
+    endpoints' servers."""
+    return tree_cpu_seconds([os.getpid()], excluding=server_pids())
+
+
+def interleaved_writes(
+    chosen: list[Writer],
     df,
     endpoint: Endpoint,
     partition_by: list[str],
     extra: dict,
     repeats: int,
     before: Callable[[], None] = lambda: None,
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """``repeats`` writes, each on an emptied endpoint and leaving no upload pending.
+    after: Callable[[dict[str, Any]], dict[str, Any]] = lambda outcome: outcome,
+) -> dict[str, tuple[dict[str, dict[str, float]], dict[str, Any]]]:
+    """``repeats`` rounds of one write per writer, each on an emptied endpoint and leaving no
+    upload pending: a drift in the machine's load (other work on the shared cores) then
+    reaches every writer alike, not the ones that ran last.
 
-    Returns the summary and the last repetition's outcome; ``before`` runs before each write.
+    Per writer: the summary and what ``after`` made of its last outcome (``before`` runs
+    before each write, ``after`` right after it).
     """
-    samples, outcome = [], {}
+    samples: dict[str, list] = {w.name: [] for w in chosen}
+    last: dict[str, dict[str, Any]] = {}
     for i in range(repeats):
-        endpoint.reset()
-        before()
-        outcome = writer.write(df, f"{endpoint.url}/run/{i}", partition_by, extra)
-        if endpoint.pending_uploads():
-            raise RuntimeError(f"{writer.name} left pending uploads")
-        samples.append(sample(outcome))
-    return aggregate(samples), outcome
+        for writer in chosen:
+            endpoint.reset()
+            before()
+            client, server = client_cpu(), tree_cpu_seconds(endpoint.pids)
+            outcome = writer.write(df, f"{endpoint.url}/run/{i}", partition_by, extra)
+            outcome["client_cpu_s"] = client_cpu() - client
+            outcome["server_cpu_s"] = tree_cpu_seconds(endpoint.pids) - server
+            last[writer.name] = after(outcome)
+            if endpoint.pending_uploads():
+                raise RuntimeError(f"{writer.name} left pending uploads")
+            samples[writer.name].append(sample(outcome))
+    return {name: (aggregate(found), last[name]) for name, found in samples.items()}
 
 
 def run_end_to_end(
@@ -126,12 +156,18 @@ def run_end_to_end(
     df = spark_frame(spark, size_mib)
     partition_by = ["day"] if partitioned else []
     warm_up(df, endpoint, {})
-    for writer in writers(names, partitioned):
-        summary, last = repeat_write(writer, df, endpoint, partition_by, {}, repeats)
+    chosen = writers(names, partitioned)
+    done = interleaved_writes(chosen, df, endpoint, partition_by, {}, repeats)
+    for name, (summary, last) in done.items():
         run.add(
             Record(
                 "end_to_end",
-                {"writer": writer.name, "size_mib": size_mib, "partitioned": partitioned},
+                {
+                    "endpoint": endpoint.kind,
+                    "writer": name,
+                    "size_mib": size_mib,
+                    "partitioned": partitioned,
+                },
                 summary,
                 {"files": last["files"]},
             )
@@ -154,26 +190,34 @@ def run_requests(
     with proxied(endpoint, rules) as (proxy, url):
         warm_up(df, endpoint, {"endpoint": url})
 
-        def fresh_proxy() -> None:  # so the counts cover exactly the last repetition
+        def fresh_proxy() -> None:  # so the counts cover exactly one write
             proxy.reset()
             proxy.set_rules(rules, seed=0)
 
-        for writer in writers(names, partitioned=True):
-            extra = {"endpoint": url}
-            summary, last = repeat_write(writer, df, endpoint, ["day"], extra, repeats, fresh_proxy)
-            counts, copied, files = proxy.counts, proxy.copied_bytes, last["files"]
+        def on_the_wire(outcome: dict[str, Any]) -> dict[str, Any]:
+            return {**outcome, "wire": dict(proxy.counts), "copied": proxy.copied_bytes}
+
+        chosen = writers(names, partitioned=True)
+        extra = {"endpoint": url}
+        done = interleaved_writes(
+            chosen, df, endpoint, ["day"], extra, repeats, fresh_proxy, on_the_wire
+        )
+        for name, (summary, last) in done.items():
+            counts, files = last["wire"], last["files"]
             per_file = {op: round(n / files, 2) for op, n in counts.items()}
             run.add(
                 Record(
                     scenario,
-                    {"writer": writer.name, "size_mib": size_mib},
+                    {"endpoint": endpoint.kind, "writer": name, "size_mib": size_mib},
                     summary,
                     {
                         "files": files,
                         "tasks": tasks_for(size_mib),
+                        "directories": DAYS,
                         "requests": counts,
                         "requests_per_file": per_file,
-                        "copied_bytes": copied,
+                        "completion_checks": last["checks"],
+                        "copied_bytes": last["copied"],
                         "bytes": last["bytes"],
                     },
                 )

@@ -10,16 +10,25 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MIB = 2**20
 BUCKET = "bench"
+#: the endpoints every scenario runs against, the reference first
+KINDS = ("rgw", "moto")
+#: what each endpoint is, for the report
+DESCRIPTIONS = {
+    "rgw": "Ceph RGW 16 (memstore OSD): completes a multipart upload by metadata, as S3 does",
+    "moto": "moto's S3 app: copies the parts into one object on completion",
+}
 
 Sample = dict[str, float]
 
@@ -60,21 +69,26 @@ class Record:
 
 @dataclass
 class Target:
-    """A goal from the benchmark issue, reported as met or not, with the measured value."""
+    """A goal from the benchmark issue, judged on the reference endpoint, with its figures.
+
+    ``elsewhere`` holds the same figures measured on the other endpoints, for comparison.
+    """
 
     name: str
     met: bool | None  # None: not measured in this run
     measured: str
-    why: str = ""
+    elsewhere: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class Run:
     mode: str
+    endpoints: list[str] = field(default_factory=lambda: list(KINDS))
     started: float = field(default_factory=time.time)
     records: list[Record] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per scenario
+    machine_info: dict[str, Any] = field(default_factory=lambda: machine())
 
     def add(self, record: Record) -> Record:
         self.records.append(record)
@@ -88,11 +102,24 @@ class Run:
             if r.scenario == scenario and all(r.labels.get(k) == v for k, v in labels.items())
         ]
 
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Run:
+        """A run read back from its JSON (targets are evaluated again by the caller)."""
+        return cls(
+            mode=document["mode"],
+            endpoints=list(document.get("endpoints", KINDS)),
+            started=document["started"],
+            records=[Record(**r) for r in document["records"]],
+            seconds=document["seconds"],
+            machine_info=document["machine"],
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
+            "endpoints": {kind: DESCRIPTIONS[kind] for kind in self.endpoints},
             "started": self.started,
-            "machine": machine(),
+            "machine": self.machine_info,
             "seconds": self.seconds,
             "records": [asdict(r) for r in self.records],
             "targets": [asdict(t) for t in self.targets],
@@ -123,38 +150,141 @@ def machine() -> dict[str, Any]:
 
 
 class Endpoint:
-    """The local S3 endpoint (a moto server process) the benchmarks write to.
+    """One local S3 server the benchmarks write to.
 
-    moto keeps objects in memory, so :meth:`reset` empties it between cases.
+    ``rgw`` is the reference: Ceph's RADOS Gateway (:class:`~s3commit_sdk.testing.rgw.RGWServer`),
+    a production S3 server. ``moto`` is moto's S3 app (``bench/s3_server.py``). Both keep
+    objects in RAM; :meth:`reset` empties the bucket and gives the memory back. Both can run at
+    once: :meth:`activate` points this process's environment (what ``write_committed`` and
+    boto3 read) at one of them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         from s3commit_sdk.sandbox import S3Sandbox
+        from s3commit_sdk.testing.rgw import RGWServer
 
-        self.sandbox = S3Sandbox(bucket=BUCKET, server_module="bench.s3_server")
+        if kind not in KINDS:
+            raise ValueError(f"unknown endpoint {kind!r}; use one of {', '.join(KINDS)}")
+        self.kind = kind
+        self.server = (
+            RGWServer(bucket=BUCKET, export=False)
+            if kind == "rgw"
+            else S3Sandbox(bucket=BUCKET, server_module="bench.s3_server", export=False)
+        )
         self.url = f"s3://{BUCKET}"
 
     @property
     def endpoint(self) -> str:
-        return self.sandbox.endpoint
+        return self.server.endpoint
 
-    def client(self, **kwargs: Any):
-        return self.sandbox.client(**kwargs)
+    def client(self, threads: int = 10, **kwargs: Any):
+        """A boto3 client configured as our store configures its own for a custom endpoint:
+        checksums only where required, one connection per thread."""
+        from botocore.config import Config
+
+        config = Config(
+            max_pool_connections=max(threads, 10),
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        return self.server.client(config=config, **kwargs)
 
     def reset(self) -> None:
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        urllib.request.urlopen(request, timeout=60).close()
-        self.client().create_bucket(Bucket=BUCKET)
+        """An empty bucket, and the RAM its objects held handed back."""
+        if self.kind == "moto":
+            request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+            urllib.request.urlopen(request, timeout=60).close()
+            self.client().create_bucket(Bucket=BUCKET)
+            return
+        self._empty_bucket()
+        # deleted data stays in the OSD's RAM until RGW's garbage collector runs: run it now
+        conf = os.path.join(self.server.dir, "ceph.conf")
+        subprocess.run(
+            ["radosgw-admin", "-c", conf, "gc", "process", "--include-all"],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+
+    def _empty_bucket(self) -> None:
+        client = self.client(threads=32)
+        uploads = [
+            (u["Key"], u["UploadId"])
+            for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=BUCKET)
+            for u in page.get("Uploads", [])
+        ]
+        with ThreadPoolExecutor(32) as pool:
+            list(
+                pool.map(
+                    lambda u: client.abort_multipart_upload(Bucket=BUCKET, Key=u[0], UploadId=u[1]),
+                    uploads,
+                )
+            )
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=BUCKET, Delete={"Objects": keys, "Quiet": True})
+
+    @property
+    def pids(self) -> list[int]:
+        """The server's processes (RGW: monitor, OSD and radosgw; moto: one)."""
+        if self.kind == "rgw":
+            return list(self.server.pids.values())
+        return [self.server.process.pid] if self.server.process else []
+
+    def activate(self) -> None:
+        """Endpoint and keys of this server in ``os.environ``, for every client made from now."""
+        os.environ.update(self.server.env)
 
     def pending_uploads(self) -> int:
         return len(self.client().list_multipart_uploads(Bucket=BUCKET).get("Uploads", []))
 
     def __enter__(self) -> Endpoint:
-        self.sandbox.start()
+        self.server.start()
+        RUNNING.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.sandbox.stop()
+        RUNNING.remove(self)
+        self.server.stop()
+
+
+#: the endpoints this process has started and not stopped
+RUNNING: list[Endpoint] = []
+
+
+def server_pids() -> list[int]:
+    """The processes of every running endpoint: children of this process, but not its work."""
+    return [pid for endpoint in RUNNING for pid in endpoint.pids]
+
+
+def tree_cpu_seconds(roots: list[int], excluding: list[int] = ()) -> float:
+    """CPU seconds (user + system) used so far by ``roots`` and all their descendants, the
+    exited ones included once reaped (their time then counts in their parent's), but not by
+    the processes ``excluding`` names or theirs (e.g. the S3 server this process started).
+
+    On a machine shared with other work, what a writer costs in CPU is steadier than its wall
+    time.
+    """
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # it exited meanwhile
+            # after the name: state, ppid, ..., utime stime cutime cstime (11 to 14)
+            parents[int(entry)] = int(fields[1])
+            used[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
+    tree, added, skipped = set(roots), True, set(excluding)
+    while added:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree - skipped
+        tree |= found
+        added = bool(found)
+    return sum(used.get(pid, 0.0) for pid in tree)
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 Magic (parts streamed straight into an uncompleted multipart upload) against the directory
 staging committer (the whole file on local disk, then uploaded). Each run is its own process
-against its own local S3 endpoint, so RSS and disk belong to that run alone.
+writing to an emptied endpoint, so RSS and disk belong to that run alone.
 
     python -m bench.memory --worker magic --size-mib 256 --dest s3://bench/big   # one run
 """
@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from .harness import BUCKET, Record, Run, aggregate
+from .harness import BUCKET, Endpoint, Record, Run, aggregate
 
 ROW_BYTES = 1024 * 1024
 ROWS_PER_BATCH = 8
@@ -107,34 +107,33 @@ def worker(approach: str, size_mib: int, dest: str, part: str) -> dict:
     }
 
 
-def run_once(approach: str, size_mib: int, part: str) -> dict:
-    from s3commit_sdk.sandbox import S3Sandbox
-
-    with S3Sandbox(
-        bucket=BUCKET, server_module="bench.s3_server"
-    ) as sandbox:  # a fresh endpoint: moto keeps data in memory
-        cmd = [sys.executable, "-m", "bench.memory", "--worker", approach]
-        cmd += ["--size-mib", str(size_mib), "--part", part, "--dest", f"s3://{BUCKET}/big"]
-        env = {**os.environ, **sandbox.env}
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-        found = json.loads(out.stdout.strip().splitlines()[-1])
-        if sandbox.client().list_multipart_uploads(Bucket=BUCKET).get("Uploads"):
-            raise RuntimeError(f"{approach} left pending uploads")
-    return found
+def run_once(endpoint: Endpoint, approach: str, size_mib: int, part: str) -> dict:
+    """One write in a process of its own, so its peak RSS is that write's alone."""
+    endpoint.reset()
+    cmd = [sys.executable, "-m", "bench.memory", "--worker", approach]
+    cmd += ["--size-mib", str(size_mib), "--part", part, "--dest", f"s3://{BUCKET}/big"]
+    env = {**os.environ, **endpoint.server.env}
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    if endpoint.pending_uploads():
+        raise RuntimeError(f"{approach} left pending uploads")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_memory(run: Run, sizes_mib: tuple[int, ...], part: str, repeats: int) -> None:
+def run_memory(
+    run: Run, endpoint: Endpoint, sizes_mib: tuple[int, ...], part: str, repeats: int
+) -> None:
     for size in sizes_mib:
         for approach in APPROACHES:
-            samples = [run_once(approach, size, part) for _ in range(repeats)]
+            samples = [run_once(endpoint, approach, size, part) for _ in range(repeats)]
             run.add(
                 Record(
                     "memory",
-                    {"committer": approach, "size_mib": size},
+                    {"endpoint": endpoint.kind, "committer": approach, "size_mib": size},
                     aggregate(samples),
                     {"part_size": part, "upload_threads": 4},
                 )
             )
+    endpoint.reset()
 
 
 def main() -> int:

@@ -1,8 +1,12 @@
 """Run the benchmark suite: ``python -m bench.run --quick`` (CI smoke) or ``--full``.
 
-Writes ``bench/results/<timestamp>.json`` and, beside it, a markdown report with PNG charts
+Every scenario runs against Ceph RGW (the reference: a production S3 server) and against moto,
+one after the other, each on an emptied bucket; the same data goes to both. Writes
+``bench/results/<timestamp>.json`` and, beside it, a markdown report with PNG charts
 (``--report-dir`` puts the report elsewhere, e.g. ``bench/reports/``), and prints the report.
 The quick run checks that every scenario works end to end; it asserts nothing about speed.
+
+    python -m bench.run --quick --only "commit scaling" --endpoints rgw   # one scenario, RGW
 """
 
 from __future__ import annotations
@@ -10,19 +14,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from s3commit_sdk.faultproxy import bandwidth, delay
 
-from . import commit_scaling, end_to_end, memory, peers, store_limit
+from . import commit_scaling, end_to_end, frontends, memory, peers, store_limit
 from .data import tasks_for
-from .harness import Endpoint, Run
+from .harness import KINDS, Endpoint, Run
 from .report import charts, evaluate, markdown
 
 HERE = Path(__file__).parent
@@ -32,6 +38,8 @@ LATENCY_RULES = [
     bandwidth(10 * 10**6, "CopyObject"),
     bandwidth(10 * 10**6, "UploadPartCopy"),
 ]
+ALL_WRITERS = None  # every writer of end_to_end.WRITERS that fits the layout
+ZERO_RENAME_AND_DIRECT = ("direct (unsafe)", "directory", "partitioned", "magic")
 
 
 @dataclass(frozen=True)
@@ -50,42 +58,50 @@ class Plan:
     memory_repeats: int
     peers_mib: int
     latency_mib: int
+    latency_writers: tuple[str, ...] | None
+    frontends_mib: int
 
 
 QUICK = Plan(
-    e2e=((32, True, None),),
-    repeats=2,
+    e2e=((32, True, ZERO_RENAME_AND_DIRECT),),
+    repeats=1,
     requests_mib=16,
+    latency_writers=("partitioned", "classic v1"),
     scaling=(
         ("directory", 100, (8, 32)),
-        ("directory", 400, (8, 32)),
-        (commit_scaling.RAW, 400, (32,)),
+        (commit_scaling.RAW, 100, (32,)),
+        ("directory", 300, (32,)),
+        (commit_scaling.RAW, 300, (32,)),
     ),
-    scaling_repeats=2,
-    bytes_files=100,
-    bytes_totals_mib=(64, 256),
-    memory_mib=(32, 128),
+    scaling_repeats=1,
+    bytes_files=20,
+    bytes_totals_mib=(16, 64),
+    memory_mib=(32, 64),
     memory_part="8M",
     memory_repeats=1,
-    peers_mib=32,
+    peers_mib=8,
     latency_mib=16,
+    frontends_mib=16,
 )
 FULL = Plan(
     e2e=(
-        (256, False, None),
-        (256, True, None),
-        (1024, False, None),
-        (1024, True, ("direct (unsafe)", "directory", "partitioned", "magic")),
-        (4096, False, ("direct (unsafe)", "directory", "magic")),
+        (1024, False, ALL_WRITERS),
+        (1024, True, ZERO_RENAME_AND_DIRECT),
+        (4096, False, ZERO_RENAME_AND_DIRECT),
+        (4096, True, ZERO_RENAME_AND_DIRECT),
     ),
     repeats=3,
     requests_mib=64,
+    latency_writers=ALL_WRITERS,
     scaling=(
         ("directory", 100, (8, 32, 64)),
+        (commit_scaling.RAW, 100, (32,)),
         ("directory", 1000, (8, 32, 64)),
+        ("partitioned", 1000, (32,)),
         ("magic", 1000, (32,)),
         (commit_scaling.RAW, 1000, (8, 32, 64)),
         ("directory", 10_000, (32,)),
+        (commit_scaling.RAW, 10_000, (32,)),
     ),
     scaling_repeats=2,
     bytes_files=100,
@@ -95,15 +111,20 @@ FULL = Plan(
     memory_repeats=2,
     peers_mib=256,
     latency_mib=64,
+    frontends_mib=1024,
 )
 
 
-def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable[[Run], None]]]:
+Step = Callable[[Run, Endpoint], None]
+
+
+def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
+    """Each scenario as a step the run repeats on every endpoint."""
     top = max(size for size, _, _ in plan.e2e)
-    steps: list[tuple[str, Callable[[Run], None]]] = [
+    steps: list[tuple[str, Step]] = [
         (
             f"end to end {size} MiB{' partitioned' if partitioned else ''}",
-            lambda run, s=size, p=partitioned, w=writers: end_to_end.run_end_to_end(
+            lambda run, endpoint, s=size, p=partitioned, w=writers: end_to_end.run_end_to_end(
                 run, endpoint, spark, s, p, plan.repeats, w
             ),
         )
@@ -112,31 +133,38 @@ def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable
     steps += [
         (
             "store limit",
-            lambda run: store_limit.run_store_limit(
+            lambda run, endpoint: store_limit.run_store_limit(
                 run, endpoint, top, tasks_for(top), 2, plan.repeats
             ),
         ),
         (
             "requests and copies",
-            lambda run: end_to_end.run_requests(
+            lambda run, endpoint: end_to_end.run_requests(
                 run, endpoint, spark, plan.requests_mib, [], "requests", plan.repeats
             ),
         ),
         (
             "emulated latency",
-            lambda run: end_to_end.run_requests(
-                run, endpoint, spark, plan.latency_mib, LATENCY_RULES, "latency", plan.repeats
+            lambda run, endpoint: end_to_end.run_requests(
+                run,
+                endpoint,
+                spark,
+                plan.latency_mib,
+                LATENCY_RULES,
+                "latency",
+                plan.repeats,
+                plan.latency_writers,
             ),
         ),
         (
             "commit scaling",
-            lambda run: commit_scaling.run_scaling(
+            lambda run, endpoint: commit_scaling.run_scaling(
                 run, endpoint, plan.scaling, plan.scaling_repeats
             ),
         ),
         (
             "commit bytes",
-            lambda run: commit_scaling.run_bytes(
+            lambda run, endpoint: commit_scaling.run_bytes(
                 run,
                 endpoint,
                 "directory",
@@ -146,11 +174,20 @@ def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable
                 plan.repeats,
             ),
         ),
-        ("peers", lambda run: peers.run_peers(run, endpoint, plan.peers_mib, plan.repeats)),
+        (
+            "peers",
+            lambda run, endpoint: peers.run_peers(run, endpoint, plan.peers_mib, plan.repeats),
+        ),
+        (
+            "front ends",
+            lambda run, endpoint: frontends.run_frontends(
+                run, endpoint, spark, plan.frontends_mib, plan.repeats
+            ),
+        ),
         (
             "memory",
-            lambda run: memory.run_memory(
-                run, plan.memory_mib, plan.memory_part, plan.memory_repeats
+            lambda run, endpoint: memory.run_memory(
+                run, endpoint, plan.memory_mib, plan.memory_part, plan.memory_repeats
             ),
         ),
     ]
@@ -158,34 +195,47 @@ def scenarios(plan: Plan, endpoint: Endpoint, spark) -> list[tuple[str, Callable
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     size = parser.add_mutually_exclusive_group(required=True)
     size.add_argument("--quick", action="store_const", dest="mode", const="quick")
     size.add_argument("--full", action="store_const", dest="mode", const="full")
     parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    parser.add_argument(
+        "--endpoints", nargs="+", choices=KINDS, default=list(KINDS), help="default: all"
+    )
     parser.add_argument("--report-dir", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     plan = QUICK if args.mode == "quick" else FULL
 
-    from s3commit_sdk.sandbox import local_spark
+    from s3commit_sdk.sandbox import DUMMY_ENV, local_spark
 
     # the classic committer warns on S3 at every use; here that is the point of running it
     warnings.filterwarnings("ignore", message="the classic file committer on S3")
     logging.getLogger("s3commit_sdk").setLevel(logging.ERROR)
+    # both endpoints take the same dummy keys; Spark's JVM and the Python workers it starts
+    # keep the environment they were started with (each job carries its endpoint URL)
+    os.environ.update(DUMMY_ENV)
 
-    run = Run(mode=args.mode)
-    with Endpoint() as endpoint:
+    run = Run(mode=args.mode, endpoints=list(args.endpoints))
+    started = time.monotonic()
+    with ExitStack() as servers:
+        endpoints = [servers.enter_context(Endpoint(kind)) for kind in args.endpoints]
         spark = local_spark(app_name="s3commit-bench")
-        try:
-            for name, step in scenarios(plan, endpoint, spark):
-                if args.only and not any(o in name for o in args.only):
-                    continue
-                print(f"== {name}", flush=True)
-                started = time.monotonic()
-                step(run)
-                run.seconds[name] = round(time.monotonic() - started, 1)
-        finally:
-            spark.stop()
+        servers.callback(spark.stop)
+        for name, step in scenarios(plan, spark):
+            if args.only and not any(o in name for o in args.only):
+                continue
+            for endpoint in endpoints:
+                print(f"== {name} on {endpoint.kind}", flush=True)
+                begun = time.monotonic()
+                endpoint.activate()
+                endpoint.reset()
+                step(run, endpoint)
+                endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
+                run.seconds[f"{name} on {endpoint.kind}"] = round(time.monotonic() - begun, 1)
+    run.seconds["total"] = round(time.monotonic() - started, 1)
     run.targets = evaluate(run)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     results = HERE / "results"

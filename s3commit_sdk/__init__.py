@@ -1,6 +1,7 @@
 """s3commit_sdk: zero-rename committers for writing Spark and pandas data to S3."""
 
-from .api import CommittedFile, WriteResult, write_committed
+from .api import CommittedFile, WriteResult, read_result, write_committed
+from .datasource import register
 from .errors import (
     CommitError,
     ConcurrentCommitError,
@@ -12,6 +13,7 @@ from .errors import (
     StoreError,
     TaskFailedError,
     UnknownOptionError,
+    UnsupportedSessionError,
 )
 
 __all__ = [
@@ -26,6 +28,9 @@ __all__ = [
     "StoreError",
     "TaskFailedError",
     "UnknownOptionError",
+    "UnsupportedSessionError",
     "WriteResult",
+    "read_result",
+    "register",
     "write_committed",
 ]

@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
-import time
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from .committers import COMMITTERS, S3_ONLY
+from .credentials import CredentialsProvider, with_provider
+from .delta.schema import delta_table_schema
+from .engines.connect import (
+    connect_conf,
+    is_connect_dataframe,
+    require_connect_support,
+    run_connect_tasks,
+)
 from .engines.local import run_local_tasks, to_arrow
 from .engines.spark import is_spark_dataframe, run_spark_tasks, spark_conf, spark_schema_to_arrow
-from .errors import InvalidArgumentError, InvalidPathError
+from .errors import InvalidArgumentError, InvalidPathError, S3CommitError, for_humans
 from .options import CONFLICT_MODES, resolve_options, spark_conf_defaults
-from .paths import HIVE_DEFAULT_PARTITION, S3Location, is_hidden, parse_destination
-from .progress import ProgressTracker, make_listener
+from .paths import (
+    HIVE_DEFAULT_PARTITION,
+    S3Location,
+    is_hidden,
+    parse_destination,
+    parse_s3_url,
+)
+from .progress import ProgressTracker, job_seconds, make_listener
 from .protocol import JobContext, execute_job
-from .store import S3Settings
-from .writers import FORMATS
+from .sparktypes import check_schema
+from .store import S3Settings, S3Store
+from .uploads import read_success
+from .writers import FORMATS, file_format
 
 
 @dataclass(frozen=True)
@@ -46,12 +63,47 @@ class WriteResult:
     phases: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def from_success(cls, doc: Mapping[str, Any]) -> WriteResult:
+        """The result a committed job recorded in its ``_SUCCESS`` document (S3 committers)."""
+        location = parse_s3_url(doc["destination"])
+        files = [
+            CommittedFile(
+                location.url(f["key"]), f["key"], f["size"], f["rows"], f["partition"], f["etag"]
+            )
+            for f in doc.get("files", [])
+        ]
+        phases = dict(doc.get("durations", {}))
+        return cls(
+            job_id=doc["jobId"],
+            committer=doc["committer"],
+            destination=doc["destination"],
+            files=files,
+            success=dict(doc),
+            rows=doc.get("rows", sum(f.rows for f in files)),
+            bytes=doc.get("bytes", sum(f.size for f in files)),
+            duration_s=job_seconds(phases),
+            phases=phases,
+            requests=dict(doc.get("requests", {})),
+        )
+
     def __repr__(self) -> str:
         return (
             f"WriteResult(committer={self.committer!r}, destination={self.destination!r}, "
             f"files={len(self.files)}, rows={self.rows}, bytes={self.bytes}, "
             f"duration_s={self.duration_s:.2f})"
         )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """In a notebook kernel the ``SuccessReport`` of this write; plain text elsewhere."""
+        if "ipykernel" in sys.modules:
+            try:
+                from .widgets import SuccessReport
+            except ImportError:  # ipywidgets not installed
+                pass
+            else:
+                return SuccessReport(self)._repr_mimebundle_(include=include, exclude=exclude)
+        return {"text/plain": repr(self)}
 
 
 def write_committed(
@@ -63,23 +115,116 @@ def write_committed(
     format: str = "parquet",
     options: Mapping[str, Any] | None = None,
     progress: Any = "auto",
+    credentials_provider: CredentialsProvider | None = None,
 ) -> WriteResult:
     """Write ``df`` to ``path`` through a zero-rename committer; nothing is visible until done.
 
     ``df`` is a pyspark DataFrame (tasks run on the executors) or a pandas DataFrame / pyarrow
     Table (tasks run in this process). Argument errors raise before anything is uploaded.
-    ``progress``: "auto" (a widget in a notebook, tqdm on a terminal), False, or a callable
-    receiving :class:`~s3commit_sdk.progress.ProgressEvent`.
+    ``progress``: "auto" (a widget in a notebook front end, tqdm on a terminal, text lines in
+    papermill, nbconvert and logs), "widget", "text", False, or a callable receiving
+    :class:`~s3commit_sdk.progress.ProgressEvent`.
+    Errors are typed (:class:`~s3commit_sdk.errors.S3CommitError`) and say what is visible and
+    what to do; Spark's own error is kept on their ``engine_error`` rather than chained.
+    ``credentials_provider``: S3 credentials for every task where the environment has none, a
+    callable or ``"module:function"`` (see :mod:`s3commit_sdk.credentials`).
     """
-    started = time.monotonic()
     spark = is_spark_dataframe(df)
+    connect = spark and is_connect_dataframe(df)
+    if connect:
+        require_connect_support(df)
+    conf = (connect_conf(df) if connect else spark_conf(df)) if spark else None
+    table = None if spark else _local_input(df)
+    job = new_job(
+        path,
+        committer=committer,
+        partition_by=partition_by,
+        conflict_mode=conflict_mode,
+        format=format,
+        options=options,
+        schema=spark_schema_to_arrow(df) if spark else table.schema,
+        conf=conf,
+        credentials_provider=credentials_provider,
+    )
+    tracker = ProgressTracker(make_listener(progress, f"s3commit write to {job.location.url()}"))
+    if connect:
+        run_tasks = partial(run_connect_tasks, df)
+    elif spark:
+        run_tasks = partial(run_spark_tasks, df)
+    else:
+        run_tasks = partial(run_local_tasks, table)
+    try:
+        outcome = execute_job(job, run_tasks, tracker)
+    except S3CommitError as exc:
+        raise for_humans(exc)  # noqa: B904 (the chain is what for_humans decides on)
+    files = [
+        CommittedFile(f["path"], f["key"], f["size"], f["rows"], f["partition"], f["etag"])
+        for f in outcome.files
+    ]
+    return WriteResult(
+        job_id=job.job_id,
+        committer=committer,
+        destination=job.location.url(),
+        files=files,
+        success=outcome.success,
+        rows=sum(f.rows for f in files),
+        bytes=sum(f.size for f in files),
+        duration_s=job_seconds(outcome.phases),
+        phases=outcome.phases,
+        requests=outcome.requests,
+    )
+
+
+def check_destination(path: str, options: Mapping[str, Any] | None = None) -> None:
+    """Fail now, as a write to ``path`` would at job setup, if its bucket does not exist or
+    refuses these credentials (``StoreError`` naming the bucket); a malformed path raises
+    ``InvalidPathError``. For batch runs that should stop before computing anything."""
+    location = parse_destination(path)
+    if isinstance(location, S3Location):
+        settings = S3Settings.resolve(resolve_options(options))
+        S3Store(settings, pool_size=1).check_bucket(location.bucket)
+
+
+def read_result(path: str, options: Mapping[str, Any] | None = None) -> WriteResult:
+    """The last job committed at the S3 destination ``path``, read from its ``_SUCCESS``.
+
+    How a ``df.write.format("s3commit")...save(path)`` learns its result: Spark commits the
+    job in another process, which persists the result there. ``options``: S3 options
+    (``endpoint``, ``access.key``, ...) as ``write_committed`` takes them.
+    """
+    doc = read_success(path, dict(options) if options else None)
+    if doc is None:
+        raise InvalidArgumentError(
+            f"{path} holds the classic committer's empty _SUCCESS, which records no result"
+        )
+    return WriteResult.from_success(doc)
+
+
+def new_job(
+    path: str,
+    *,
+    committer: str,
+    partition_by: Sequence[str] | str | None,
+    conflict_mode: str | None,
+    format: str,
+    options: Mapping[str, Any] | None,
+    schema: pa.Schema,
+    conf: Mapping[str, str] | None,
+    credentials_provider: CredentialsProvider | None = None,
+) -> JobContext:
+    """Validate every argument of a write, before anything is uploaded; the job they describe.
+
+    ``conf`` is the Spark session's conf, or None for in-process input. Shared by
+    ``write_committed`` and the ``s3commit`` Spark data source.
+    """
     if committer not in COMMITTERS:
         raise InvalidArgumentError(
             f"unknown committer {committer!r}; available: {', '.join(COMMITTERS)}"
         )
     if format not in FORMATS:
         raise InvalidArgumentError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    resolved = resolve_options(options, spark_conf_defaults(spark_conf(df)) if spark else None)
+    spark = conf is not None
+    resolved = resolve_options(options, spark_conf_defaults(conf) if spark else None)
     mode = _conflict_mode(conflict_mode, resolved.conflict_mode)
     location = parse_destination(path)
     if committer in S3_ONLY and not isinstance(location, S3Location):
@@ -88,55 +233,37 @@ def write_committed(
             "committer='manifest' / 'file' for a store with rename such as file://"
         )
     columns = _partition_columns(partition_by)
-
-    if spark:
-        if getattr(location, "scheme", "") == "memory":
-            raise InvalidPathError(
-                "memory:// lives inside one Python process; Spark tasks run in other "
-                "processes: use file:// or s3:// with a Spark DataFrame"
-            )
-        schema = spark_schema_to_arrow(df)
-    else:
-        try:
-            table = to_arrow(df)
-        except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise InvalidArgumentError(
-                f"cannot write {type(df).__name__}: pass a pyspark or pandas DataFrame or a "
-                f"pyarrow Table ({exc})"
-            ) from exc
-        schema = table.schema
-    _check_columns(schema, columns)
-    tracker = ProgressTracker(make_listener(progress))
-
-    job = JobContext(
+    if spark and getattr(location, "scheme", "") == "memory":
+        raise InvalidPathError(
+            "memory:// lives inside one Python process; Spark tasks run in other "
+            "processes: use file:// or s3:// with a Spark DataFrame"
+        )
+    case_sensitive = (conf or {}).get("spark.sql.caseSensitive", "false").lower() == "true"
+    check_schema(schema, columns, file_format(format), case_sensitive)
+    table = delta_table_schema(schema, columns, committer) if format == "delta" else None
+    return JobContext(
         location=location,
         committer=committer,
         conflict_mode=mode,
         partition_by=columns,
         format=format,
         options=resolved,
-        settings=S3Settings.resolve(resolved),
+        settings=with_provider(S3Settings.resolve(resolved), resolved, credentials_provider),
+        table_schema=table,
     )
-    if spark:
-        outcome = execute_job(job, lambda j, t: run_spark_tasks(df, j, t), tracker)
-    else:
-        outcome = execute_job(job, lambda j, t: run_local_tasks(table, j, t), tracker)
-    files = [
-        CommittedFile(f["path"], f["key"], f["size"], f["rows"], f["partition"], f["etag"])
-        for f in outcome.files
-    ]
-    return WriteResult(
-        job_id=job.job_id,
-        committer=committer,
-        destination=location.url(),
-        files=files,
-        success=outcome.success,
-        rows=sum(f.rows for f in files),
-        bytes=sum(f.size for f in files),
-        duration_s=time.monotonic() - started,
-        phases=outcome.phases,
-        requests=outcome.requests,
-    )
+
+
+def _local_input(df: Any):
+    """pandas or Arrow input in canonical types, or a typed error naming what was passed."""
+    try:
+        return to_arrow(df)
+    except InvalidArgumentError:
+        raise
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise InvalidArgumentError(
+            f"cannot write {type(df).__name__}: pass a pyspark or pandas DataFrame or a "
+            f"pyarrow Table ({exc})"
+        ) from exc
 
 
 def _conflict_mode(argument: str | None, option: str | None) -> str:
@@ -162,13 +289,3 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> tuple[str, .
         if bad or name == HIVE_DEFAULT_PARTITION:
             raise InvalidArgumentError(f"invalid partition column name {name!r}")
     return columns
-
-
-def _check_columns(schema: pa.Schema, columns: tuple[str, ...]) -> None:
-    missing = [c for c in columns if c not in schema.names]
-    if missing:
-        raise InvalidArgumentError(
-            f"partition column(s) {missing} not in the data; columns are {schema.names}"
-        )
-    if columns and len(columns) == len(schema.names):
-        raise InvalidArgumentError("every column is a partition column: no data would be written")

@@ -19,7 +19,10 @@ import botocore.exceptions
 from . import recovery
 from . import uploads as up
 from .errors import InvalidArgumentError, S3CommitError
+from .options import resolve_options
 from .paths import parse_s3_url
+from .redaction import RedactingFilter, redacted_logs
+from .store import S3Settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -42,6 +45,14 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _job(text: str) -> str:
+    """A full job UUID: an empty or partial ``--job`` must never select every upload."""
+    try:
+        return up.job_uuid(text)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _count(text: str) -> int:
@@ -70,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="AGE",
         help="only uploads initiated at least AGE ago, e.g. 24h, 90m, 1d12h",
     )
-    filters.add_argument("--job", metavar="UUID", help="only uploads of this job UUID")
+    filters.add_argument(
+        "--job", type=_job, metavar="UUID", help="only uploads of this job (its full UUID)"
+    )
 
     parser = argparse.ArgumentParser(
         prog="s3commit",
@@ -128,13 +141,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lifecycle.set_defaults(handler=_lifecycle)
 
-    for name, handler, text in (
-        ("recover", _recover, "finish a job commit that crashed at PATH (roll forward)"),
-        ("abort", _abort, "undo a job commit that crashed at PATH (roll back)"),
-    ):
-        command = commands.add_parser(name, parents=[common], help=text)
-        command.add_argument("path", metavar="PATH", help="s3://bucket/prefix of the job")
-        command.set_defaults(handler=handler)
+    recover = commands.add_parser(
+        "recover", parents=[common], help="finish a job commit that crashed at PATH (roll forward)"
+    )
+    recover.add_argument("path", metavar="PATH", help="s3://bucket/prefix of the job")
+    recover.set_defaults(handler=_recover)
+
+    rollback = commands.add_parser(
+        "abort", parents=[common], help="undo a job commit that crashed at PATH (roll back)"
+    )
+    rollback.add_argument("path", metavar="PATH", help="s3://bucket/prefix of the job")
+    rollback.add_argument(
+        "--dry-run", action="store_true", help="list what abort would do; change nothing"
+    )
+    visible = rollback.add_mutually_exclusive_group()
+    visible.add_argument(
+        "--delete-visible",
+        dest="visible",
+        action="store_const",
+        const="delete",
+        help="without a usable journal: also delete the visible objects named with the job "
+        "UUID (listed first)",
+    )
+    visible.add_argument(
+        "--keep-visible",
+        dest="visible",
+        action="store_const",
+        const="keep",
+        help="without a usable journal: keep those objects, clean up the rest",
+    )
+    rollback.set_defaults(handler=_abort)
     return parser
 
 
@@ -149,16 +185,19 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
     except SystemExit as exc:  # --help, or a usage error argparse already reported
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     options = {"endpoint": args.endpoint} if getattr(args, "endpoint", None) else {}
+    redacting = RedactingFilter(())  # headers only, until the secrets are known
     try:
-        return args.handler(args, options, now, sys.stdout)
+        settings = S3Settings.resolve(resolve_options(options))
+        with redacted_logs(settings.secret_key, settings.session_token) as redacting:
+            return args.handler(args, options, now, sys.stdout)
     except InvalidArgumentError as exc:
-        print(f"s3commit: error: {exc}", file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except S3CommitError as exc:
-        print(f"s3commit: error: {exc}", file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        print(f"s3commit: error: S3 request failed: {exc}", file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: S3 request failed: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("s3commit: interrupted", file=sys.stderr)
@@ -281,6 +320,9 @@ def _success(args, options, now, out: TextIO) -> int:
     else:
         print(f"_SUCCESS of {location.url()}", file=out)
         print(up.format_success(doc), file=out)
+        if doc and "deltaVersion" in doc:
+            removed = doc.get("deltaRemovedFiles", 0)
+            print(f"Delta table   version {doc['deltaVersion']}, {removed} files removed", file=out)
     return EXIT_OK
 
 
@@ -305,8 +347,31 @@ def _recover(args, options, now, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _interactive() -> bool:
+    stdin = sys.stdin
+    try:
+        return stdin is not None and not stdin.closed and stdin.isatty()
+    except (OSError, ValueError):
+        return False
+
+
 def _abort(args, options, now, out: TextIO) -> int:
-    print("\n".join(recovery.abort(args.path, options).lines()), file=out)
+    """Delete visible objects that no journal vouches for only when told to, listing them first.
+
+    The plan is printed for ``--dry-run`` and whenever such objects exist.
+    """
+    plan = recovery.plan_abort(args.path, options)
+    if args.dry_run or plan.needs_choice:
+        print("\n".join(plan.lines()), file=out)
+    if args.dry_run:
+        print("dry run: nothing changed", file=out)
+        return EXIT_OK
+    if plan.needs_choice and args.visible == "delete" and _interactive():
+        answer = _confirm(f"Delete these {len(plan.visible)} visible object(s)? (yes/no) ", out)
+        if answer not in ("yes", "y"):
+            print("not confirmed; nothing changed", file=out)
+            return EXIT_FAILED
+    print("\n".join(plan.carry_out(args.visible).lines()), file=out)
     return EXIT_OK
 
 

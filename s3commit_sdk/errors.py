@@ -9,7 +9,15 @@ import re
 
 
 class S3CommitError(Exception):
-    """Base class of every error raised by s3commit_sdk."""
+    """Base class of every error raised by s3commit_sdk.
+
+    ``engine_error`` is the Spark (Java / py4j) error this one sums up, when there is one: it is
+    kept here instead of being chained, so a notebook shows the cause's line and the remedy
+    rather than the JVM's stack traces. With the ``s3commit_sdk`` logger at DEBUG it stays
+    chained as well (see :func:`for_humans`).
+    """
+
+    engine_error: BaseException | None = None
 
 
 class InvalidArgumentError(S3CommitError, ValueError):
@@ -24,8 +32,19 @@ class UnknownOptionError(InvalidArgumentError):
     """An option name that no committer understands."""
 
 
+class UnsupportedSessionError(InvalidArgumentError):
+    """The DataFrame's Spark session lacks an API the SDK needs; the message names it."""
+
+
 class StoreError(S3CommitError):
-    """The object store refused or failed a request (missing bucket, bad credentials, ...)."""
+    """The object store refused or failed a request (missing bucket, bad credentials, ...).
+
+    ``code`` is the store's error code (``NoSuchUpload``, ``SlowDown``, ...) when it gave one.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ConflictError(S3CommitError):
@@ -53,6 +72,41 @@ _REMOTE = re.compile(
     r"(?:\n\s*\n|\n\tat |\n[A-Za-z_.]+Error|\Z)",
     re.S,
 )
+
+
+def first_line(exc: BaseException, limit: int = 500) -> str:
+    """The line of an error worth showing: the first naming an error, else the first one."""
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:limit]
+    return text.splitlines()[0][:limit]
+
+
+def _is_engine_error(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in ("py4j", "pyspark")
+
+
+def for_humans(error: S3CommitError) -> S3CommitError:
+    """``error`` with the Spark error in its chain moved to ``engine_error`` (unless DEBUG).
+
+    Spark wraps a task's failure in Java exceptions whose text holds every stack trace; chained,
+    a notebook prints all of it (a conflict once took 186 lines). Our message already carries
+    the cause's line and the remedy.
+    """
+    import logging
+
+    cause = error.__cause__ or error.__context__
+    if cause is None or not _is_engine_error(cause):
+        return error
+    error.engine_error = cause
+    if not logging.getLogger("s3commit_sdk").isEnabledFor(logging.DEBUG):
+        error.__cause__, error.__suppress_context__ = None, True
+        error.add_note(
+            "s3commit: Spark's own error is in this error's .engine_error (set the "
+            "s3commit_sdk logger to DEBUG to have it chained here)"
+        )
+    return error
 
 
 def from_task_failure(exc: BaseException) -> S3CommitError | None:

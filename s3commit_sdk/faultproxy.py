@@ -2,7 +2,9 @@
 
 The proxy listens on 127.0.0.1, forwards every request to the real endpoint (the moto server)
 and, where a rule says so, answers ``503 SlowDown`` or ``500 InternalError`` instead, resets the
-connection, delays the request or caps its bandwidth. Faults travel over real sockets, so the
+connection, delays the request or caps its bandwidth; or it tampers with what passes: a wrong
+ETag in the answer, or a 412 turned into success (a store that ignores conditional requests).
+Faults travel over real sockets, so the
 code under test sees them exactly as it would see them from S3: botocore retries them, or they
 surface as errors.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import random
+import re
 import socket
 import struct
 import threading
@@ -32,9 +35,9 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 SLOW_DOWN = "slowdown"
@@ -42,7 +45,12 @@ INTERNAL_ERROR = "internal-error"
 RESET = "reset"
 DELAY = "delay"
 BANDWIDTH = "bandwidth"
-ACTIONS = (SLOW_DOWN, INTERNAL_ERROR, RESET, DELAY, BANDWIDTH)
+WRONG_ETAG = "wrong-etag"
+IGNORE_CONDITIONS = "ignore-conditions"
+ACTIONS = (SLOW_DOWN, INTERNAL_ERROR, RESET, DELAY, BANDWIDTH, WRONG_ETAG, IGNORE_CONDITIONS)
+TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS)
+#: What a wrong-etag rule puts into an answer: a well-formed multipart ETag of nothing we wrote.
+BOGUS_ETAG = '"00000000000000000000000000000000-1"'
 COPIES = ("CopyObject", "UploadPartCopy")
 _ERRORS = {
     SLOW_DOWN: (503, "SlowDown", "Please reduce your request rate."),
@@ -123,6 +131,29 @@ internal_error = _failure_rule(INTERNAL_ERROR, "Answer ``500 InternalError`` (re
 reset = _failure_rule(RESET, "Close the client's connection with a TCP reset, no response.")
 
 
+def wrong_etag(
+    operation: str = "CompleteMultipartUpload",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Forward the request, then replace the ETag of its answer (header and XML) by
+    ``BOGUS_ETAG``: a gateway or store whose answer does not match what it stored."""
+    return _fault(WRONG_ETAG, operation, occurrences, probability=probability)
+
+
+def ignore_conditions(
+    operation: str = "PutObject",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Answer ``200 OK`` where the store refused a conditional request with 412: to the client
+    this is a store that ignores ``If-None-Match`` / ``If-Match`` (the headers are signed, so
+    the proxy cannot simply drop them)."""
+    return _fault(IGNORE_CONDITIONS, operation, occurrences, probability=probability)
+
+
 def delay(
     ms: float,
     operation: str = "*",
@@ -173,6 +204,7 @@ class _Plan:
     delay_s: float = 0.0
     rate: int = 0
     failure: Fault | None = None
+    tampers: set[str] = field(default_factory=set)
 
 
 # -- which S3 operation is this request? -------------------------------------------------------
@@ -277,6 +309,7 @@ class FaultProxy:
         self._events: list[FaultEvent] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._client = None
         self.set_rules(rules, seed)
 
     # -- configuration ----------------------------------------------------------------------
@@ -337,12 +370,24 @@ class FaultProxy:
                     plan.delay_s += rule.delay_ms / 1000
                 elif rule.action == BANDWIDTH:
                     plan.rate = min(plan.rate or rule.bytes_per_s, rule.bytes_per_s)
+                elif rule.action in TAMPERS:
+                    plan.tampers.add(rule.action)
                 elif plan.failure is None:
                     plan.failure = rule
                 else:
                     continue
                 self._events.append(FaultEvent(operation, number, rule.action))
         return plan
+
+    def upstream_client(self):
+        """A boto3 client on the upstream (credentials from the environment), made once."""
+        with self._lock:
+            if self._client is None:
+                import boto3
+
+                host, port = self.upstream
+                self._client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")
+            return self._client
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -476,6 +521,11 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             self._fail(failure)
             return
+        if IGNORE_CONDITIONS in plan.tampers and status == 412:
+            status, reason, payload = 200, "OK", b""
+            headers = [("ETag", BOGUS_ETAG), ("Content-Length", "0")]
+        if WRONG_ETAG in plan.tampers and status == 200:
+            headers, payload = _with_bogus_etag(headers, payload)
         if operation in COPIES and status == 200:
             copied = self._copy_size()
             proxy._count_copy(copied)
@@ -503,19 +553,11 @@ class _Handler(BaseHTTPRequestHandler):
         if ranged.startswith("bytes="):
             first, last = ranged[len("bytes=") :].split("-")
             return int(last) - int(first) + 1
-        source = self.headers.get("x-amz-copy-source", "").split("?", 1)[0]
-        host, port = self.server.owner.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=self.server.owner.timeout)
-        try:
-            # the caller's credentials name the account; a store that checks signatures
-            # would refuse this HEAD, the local endpoints this proxy fronts do not
-            auth = {"Authorization": self.headers.get("Authorization", "")}
-            conn.request("HEAD", "/" + source.lstrip("/"), headers=auth)
-            response = conn.getresponse()
-            response.read()
-            return int(response.getheader("Content-Length") or 0)
-        finally:
-            conn.close()
+        source = unquote(self.headers.get("x-amz-copy-source", "").split("?", 1)[0])
+        bucket, _, key = source.lstrip("/").partition("/")
+        # a signed HEAD with this process's credentials: stores such as Ceph RGW check them
+        reply = self.server.owner.upstream_client().head_object(Bucket=bucket, Key=key)
+        return int(reply["ContentLength"])
 
     def _client_gone(self) -> bool:
         try:
@@ -609,3 +651,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+def _with_bogus_etag(
+    headers: list[tuple[str, str]], payload: bytes
+) -> tuple[list[tuple[str, str]], bytes]:
+    headers = [(k, BOGUS_ETAG if k.lower() == "etag" else v) for k, v in headers]
+    bogus = BOGUS_ETAG.replace('"', "&quot;").encode()
+    return headers, re.sub(
+        rb"<ETag>.*?</ETag>", b"<ETag>" + bogus + b"</ETag>", payload, flags=re.S
+    )

@@ -43,6 +43,8 @@ class PendingUpload:
     taskId: str
     created: int = field(default_factory=lambda: int(time.time() * 1000))
     version: int = PENDING_VERSION
+    #: Hadoop's ``extraData``: what a table format needs of the file (Delta: its statistics)
+    extraData: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -66,6 +68,11 @@ class PendingUpload:
             and all(isinstance(e, str) and e for e in self.etags),
             f"upload of {key!r} has an empty or missing part ETag",
         )
+        _require(
+            isinstance(self.extraData, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.extraData.items()),
+            f"upload of {key!r} has malformed extraData",
+        )
 
 
 @dataclass
@@ -80,6 +87,7 @@ class PendingSet:
     version: int = PENDINGSET_VERSION
     taskDurationSeconds: float = 0.0  # set by the task runner, for the _SUCCESS report
     taskWriteSeconds: float = 0.0  # the part of it spent writing, before task commit
+    retries: dict[str, int] = field(default_factory=dict)  # the attempt's retries, by reason
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -198,6 +206,8 @@ class Journal:
     options: dict[str, Any] = field(default_factory=dict)
     created: int = field(default_factory=lambda: int(time.time() * 1000))
     version: int = JOURNAL_VERSION
+    #: what a table format needs to finish the job (Delta: schema and read version)
+    extraData: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)

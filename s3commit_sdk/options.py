@@ -22,6 +22,15 @@ SPARK_CONF_PREFIX = "spark.hadoop.fs.s3a.committer."
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.I)
 
 
+def local_dir() -> str:
+    """This user's private local directory (staged task output, logs): ``$TMPDIR/s3commit-<uid>``.
+
+    Per user, so that two users of one machine never share (or may read) each other's files.
+    """
+    owner = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return os.path.join(tempfile.gettempdir(), f"s3commit-{owner}")
+
+
 def parse_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -57,6 +66,18 @@ def parse_size(name: str, value: Any) -> int:
     return size
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.I)
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(name: str, value: Any) -> float:
+    """Seconds, from a number of seconds or a Hadoop-style duration such as ``100ms``, ``5m``."""
+    match = None if isinstance(value, bool) else _DURATION.match(str(value))
+    if not match:
+        raise InvalidArgumentError(f"option {name!r} must be a duration like 100ms, 2s or 5m")
+    return float(match[1]) * _SECONDS[(match[2] or "s").lower()]
+
+
 def parse_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in choices:
@@ -68,6 +89,19 @@ def _text(name: str, value: Any) -> str:
     return str(value)
 
 
+def parse_endpoint(name: str, value: Any) -> str:
+    """An endpoint URL; ``user:secret@`` in it is refused without being repeated anywhere."""
+    text = str(value)
+    authority = re.split(r"[/?#]", text.split("://", 1)[-1], maxsplit=1)[0]
+    if "@" in authority:
+        raise InvalidArgumentError(
+            f"option {name!r} carries credentials before its host (user:secret@): a URL is "
+            "shown in logs and messages, so credentials go in the options access.key and "
+            "secret.key or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY instead"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class CommitOptions:
     """Resolved options of one job. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
@@ -77,7 +111,7 @@ class CommitOptions:
     conflict_mode: str | None = None
     unique_filenames: bool = True
     abort_pending_uploads: str = "job"
-    buffer_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "s3commit"))
+    buffer_dir: str = field(default_factory=local_dir)
     multipart_size: int = 64 * 1024 * 1024
     mark_successful_jobs: bool = True
     max_records_per_file: int = 0
@@ -87,6 +121,12 @@ class CommitOptions:
     success_json: bool = False
     retry_mode: str = "standard"
     retry_max_attempts: int = 5
+    retry_throttle_limit: int = 20
+    retry_throttle_interval: float = 0.1
+    retry_throttle_max_duration: float = 300.0
+    path_style_access: bool = False
+    checksums: str = "auto"
+    exclusive_commit: str = "required"
     endpoint: str | None = None
     region: str | None = None
     access_key: str | None = field(default=None, repr=False)
@@ -125,7 +165,19 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "success.json": ("success_json", parse_bool),
     "retry.mode": ("retry_mode", lambda n, v: parse_choice(n, v, ("standard", "adaptive"))),
     "retry.max-attempts": ("retry_max_attempts", lambda n, v: parse_int(n, v, 1)),
-    "endpoint": ("endpoint", _text),
+    "retry.throttle.limit": ("retry_throttle_limit", lambda n, v: parse_int(n, v, 1)),
+    "retry.throttle.interval": ("retry_throttle_interval", parse_duration),
+    "retry.throttle.max-duration": ("retry_throttle_max_duration", parse_duration),
+    "path.style.access": ("path_style_access", parse_bool),
+    "checksums": (
+        "checksums",
+        lambda n, v: parse_choice(n, v, ("auto", "when_supported", "when_required")),
+    ),
+    "exclusive.commit": (
+        "exclusive_commit",
+        lambda n, v: parse_choice(n, v, ("required", "unchecked")),
+    ),
+    "endpoint": ("endpoint", parse_endpoint),
     "region": ("region", _text),
     "access.key": ("access_key", _text),
     "secret.key": ("secret_key", _text),
@@ -151,6 +203,11 @@ def resolve_options(
                 )
             attr, parser = _PARSERS[name]
             values[attr] = parser(name, value)
+    if bool(values.get("access_key")) != bool(values.get("secret_key")):
+        raise InvalidArgumentError(
+            "options 'access.key' and 'secret.key' go together: give both, or neither to use "
+            "the credentials of the environment"
+        )
     return CommitOptions(**values)
 
 

@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
-import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from .errors import InvalidPathError
+from .errors import InvalidArgumentError, InvalidPathError
+from .sparktext import date_text, java_float_text, timestamp_cast_text
 
 S3_SCHEMES = ("s3", "s3a")
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: Our hidden directory under every destination (journals, persisted pendingsets).
 HIDDEN_DIR = "__s3commit"
 SUCCESS_MARKER = "_SUCCESS"
+#: S3's limit on the length of a key, in UTF-8 bytes.
+MAX_KEY_BYTES = 1024
+#: Room a destination leaves below itself for the names we add there; the deepest, the magic
+#: committer's ``__magic/job-<uuid>/<attempt>/__base/<file>.pending``, takes about 150 bytes.
+NAME_ROOM = 200
 
 # Spark's ExternalCatalogUtils.charToEscape on a non-Windows host: control characters and
-# "#%'*/:=?\{[]^ plus DEL. Spaces are kept (Spark escapes them only on Windows).
-_ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+# "#%'*/:=?\{[]^ plus DEL. Spaces are kept (Spark escapes them only on Windows). NUL is ours:
+# Spark leaves it in the name (and its write fails); S3 keys cannot carry it, and Spark's
+# reader unescapes %00 back to NUL.
+_ESCAPED = frozenset([chr(c) for c in range(0x00, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,7 @@ def parse_destination(path: str) -> S3Location | FsLocation:
     if scheme in S3_SCHEMES or scheme not in RENAME_SCHEMES:
         return parse_s3_url(path)
     root = path.split("://", 1)[1].rstrip("/")
+    _check_key_text(path)
     if scheme == "file" and not root.startswith("/"):
         raise InvalidPathError(f"{path!r} must be an absolute path: file:///abs/path")
     if scheme == "memory":
@@ -116,6 +124,13 @@ def parse_s3_url(path: str) -> S3Location:
     if not isinstance(path, str) or not path.strip():
         raise InvalidPathError(f"destination must be a non-empty s3:// URL, got {path!r}")
     parts = urlsplit(path)
+    # user:secret@bucket; a secret holding '/' leaves only "user:secret" in the netloc
+    if "@" in parts.netloc or (":" in parts.netloc and parts.scheme in S3_SCHEMES):
+        raise InvalidPathError(
+            "the destination carries credentials before its bucket (user:secret@bucket): a "
+            "path is shown in logs and messages, so credentials go in the options access.key "
+            "and secret.key or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY instead"
+        )
     if parts.scheme not in S3_SCHEMES:
         raise InvalidPathError(
             f"unsupported scheme in {path!r}: use s3://bucket/prefix (or s3a://), or "
@@ -130,7 +145,36 @@ def parse_s3_url(path: str) -> S3Location:
         raise InvalidPathError(f"{path!r} contains an empty path segment ('//')")
     if any(seg in (".", "..") for seg in prefix.split("/")):
         raise InvalidPathError(f"{path!r} contains '.' or '..' segments")
+    _check_key_text(path)
+    if len(prefix.encode()) + 1 + NAME_ROOM > MAX_KEY_BYTES:
+        raise InvalidPathError(
+            f"the prefix of {path!r} is {len(prefix.encode())} bytes long: S3 keys hold at most "
+            f"{MAX_KEY_BYTES} bytes and the files below it need {NAME_ROOM}; shorten it"
+        )
     return S3Location(parts.scheme, parts.netloc, prefix)
+
+
+def _check_key_text(path: str) -> None:
+    """Refuse what an S3 key cannot carry: NUL and other control characters, lone surrogates,
+    U+FFFE and U+FFFF (S3's XML listings cannot hold them)."""
+    for ch in path:
+        if ch < " " or ch in "\x7f\ufffe\uffff" or "\ud800" <= ch <= "\udfff":
+            raise InvalidPathError(
+                f"{path!r} contains the character U+{ord(ch):04X}, which S3 keys cannot carry"
+            )
+
+
+def check_key(location: S3Location | FsLocation, relpath: str) -> None:
+    """A key S3 can carry, of at most 1024 bytes (UTF-8), else a typed error naming it."""
+    if isinstance(location, S3Location):
+        key = location.key(relpath)
+        _check_key_text(key)
+        size = len(key.encode())
+        if size > MAX_KEY_BYTES:
+            raise InvalidPathError(
+                f"the key {key!r} is {size} bytes long; S3 keys hold at most {MAX_KEY_BYTES} "
+                "bytes (UTF-8): shorten the destination or the partition values"
+            )
 
 
 def is_hidden(relpath: str) -> bool:
@@ -144,45 +188,32 @@ def escape_partition_value(text: str) -> str:
 
 
 def partition_value_text(value: object) -> str | None:
-    """Render a partition value the way Spark casts it to a string (None for null)."""
+    """Render a partition value the way Spark casts it to a string (None for null).
+
+    A zoned timestamp renders in its own zone (Spark's session time zone). Spark reads the wall
+    clock back in that zone, taking the earlier instant where clocks go back; the later instant
+    of such an hour would land in the earlier one's directory, so it is refused.
+    """
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, _dt.datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
+        if value.fold and value.utcoffset() != value.replace(fold=0).utcoffset():
+            raise InvalidArgumentError(
+                f"partition value {value.isoformat()} cannot be told apart from the hour before "
+                f"it in time zone {value.tzinfo} (clocks go back): Spark would read it back as "
+                "the earlier instant. Set spark.sql.session.timeZone to UTC, or partition by a "
+                "string column"
+            )
+        return timestamp_cast_text(value)
     if isinstance(value, _dt.date):
-        return value.isoformat()
+        return date_text(value)
     if isinstance(value, (float, np.floating)):
         return java_float_text(value)
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return format(value, "f")  # Spark's cast: BigDecimal.toPlainString, never 0E-10
     return str(value)
-
-
-def java_float_text(value: float | np.floating) -> str:
-    """Java's ``Double.toString`` (``Float.toString`` for float32), which Spark's cast uses.
-
-    Shortest round-trip digits, plain between 1e-3 and 1e7, else ``d.dddE<exp>``.
-    """
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    shortest = decimal.Decimal(str(value) if isinstance(value, np.floating) else repr(value))
-    sign, digits, exponent = shortest.as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    point = len(digits) + exponent  # digits before the decimal point
-    prefix = "-" if sign else ""
-    if 1e-3 <= abs(value) < 1e7:
-        if point <= 0:
-            return f"{prefix}0.{'0' * -point}{text}"
-        whole, frac = text[:point].ljust(point, "0"), text[point:]
-        return f"{prefix}{whole}.{frac or '0'}"
-    return f"{prefix}{text[0]}.{text[1:] or '0'}E{point - 1}"
 
 
 def partition_dir(columns: list[str], values: list[object]) -> str:

@@ -1,20 +1,106 @@
-"""Progress of one committed write: events from the driver, and the terminal renderer.
+"""Progress of one committed write: events from the driver, and the text renderers.
 
-Events come from the driver only (task results, Spark's status tracker and accumulators), never
-from listing the destination. ``write_committed(progress=...)`` accepts ``"auto"`` (a widget in
-a notebook, tqdm on a terminal, nothing otherwise), ``False``, or any callable taking a
-:class:`ProgressEvent`.
+Events come from the driver only (task results, Spark's status tracker, and what running tasks
+report they have written so far), never from listing the destination while the job runs. After
+a failure one listing says what the job left behind (:mod:`s3commit_sdk.aftermath`), so every
+view states facts. ``write_committed(progress=...)`` accepts ``"auto"`` (the widget in a front
+end that draws widgets, tqdm on a terminal, text lines otherwise: papermill, nbconvert, logs),
+``"widget"``, ``"text"``, ``False``, or any callable taking a :class:`ProgressEvent`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+from .textformat import format_bytes as size
+from .textformat import format_count as count
+from .textformat import format_seconds as seconds
 
 PHASES = ("setup", "writing", "job commit", "done", "failed")
+#: What ``progress="auto"`` shows, when set: ``widget``, ``text``, ``tqdm`` or ``off``.
+PROGRESS_ENV = "S3COMMIT_PROGRESS"
+STEP_TITLES = {
+    "setup": "job setup",
+    "writing": "tasks write + commit",
+    "job commit": "job commit",
+    "done": "done",
+}
+
+
+def job_seconds(phases: Mapping[str, float]) -> float:
+    """A job's duration as every view shows it: job setup + tasks + job commit (``_SUCCESS``)."""
+    return sum(phases.get(p, 0.0) for p in ("job_setup", "tasks", "job_commit"))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed write left behind, from the error, its notes and one listing after it.
+
+    ``pending_uploads``, ``hidden_files`` and ``locked`` count this job only; they are None
+    when no listing was made (not an S3 destination) or it failed (``unchecked`` says why).
+    """
+
+    interrupted: bool
+    error: str
+    reason: str
+    destination: str = ""
+    job_id: str = ""
+    notes: tuple[str, ...] = ()
+    pending_uploads: int | None = None
+    hidden_files: int | None = None
+    locked: bool | None = None
+    unchecked: str = ""
+
+    def headline(self, phase: str) -> str:
+        where = STEP_TITLES.get(phase, phase)
+        if self.interrupted:
+            return f"Interrupted during {where}."
+        return f"Failed during {where}: {self.reason}"
+
+    def left_behind(self) -> list[str]:
+        """What is left, each with the command that deals with it; or that nothing is left."""
+        url, job = self.destination, self.job_id
+        if self.unchecked:
+            return [
+                f"What this job left could not be checked ({self.unchecked}): "
+                f"`s3commit uploads list {url} --job {job}` shows its pending uploads."
+            ]
+        if self.locked is None:
+            return []
+        found = []
+        if self.locked:
+            found.append(
+                f"The destination stays locked by this job: `s3commit recover {url}` finishes "
+                f"its commit, `s3commit abort {url}` rolls it back."
+            )
+        elif self.pending_uploads:
+            found.append(
+                f"{self.pending_uploads} upload(s) of this job are still pending (billed until "
+                f"aborted): `s3commit uploads abort {url} --job {job}`."
+            )
+        if self.hidden_files and not self.locked:
+            found.append(
+                f"{self.hidden_files} hidden metadata file(s) of this job remain (readers skip "
+                "them)."
+            )
+        if not found:
+            found.append(
+                "Checked after the failure: no upload of this job is pending and the "
+                "destination is not locked by it."
+            )
+        return found
+
+    def lines(self, phase: str) -> list[str]:
+        """The headline, the SDK's notes on what it did, and what is left."""
+        return [self.headline(phase), *self.notes, *self.left_behind()]
 
 
 @dataclass(frozen=True)
@@ -23,91 +109,291 @@ class ProgressEvent:
     tasks_done: int = 0
     tasks_total: int | None = None
     files: int = 0
+    #: bytes written so far: finished tasks' files plus what running tasks have written
     bytes: int = 0
     elapsed_s: float = 0.0
     message: str = ""
+    tasks_running: int = 0
+    #: rows written so far, running tasks included
+    rows: int = 0
+    #: the input's row count when known before the job (pandas / Arrow input)
+    rows_total: int | None = None
+    failure: Failure | None = None
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
 
+#: Set by an engine around one task attempt: the writers call it after every batch with the
+#: rows and bytes the attempt has written so far.
+TASK_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar(
+    "s3commit_task_progress", default=None
+)
+
+
+@contextlib.contextmanager
+def reporting_to(callback: Callable[[int, int], None]) -> Iterator[None]:
+    """Route the writers' ``(rows, bytes)`` reports of the current task attempt to ``callback``."""
+    token = TASK_PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        TASK_PROGRESS.reset(token)
+
 
 class ProgressTracker:
-    """Keeps the latest state; engines and the protocol update it, listeners get every change.
+    """Keeps the latest state; engines and the protocol update it, listeners get the changes.
 
-    A listener that raises is dropped: progress must never fail a job.
+    Engines report what each running task has written so far (``task_running``: at most one
+    event per ``interval``) and each finished task (``task_done``), keyed by partition; an
+    engine that only sees stage counts (Spark Connect's progress handler) sets ``tasks_total``,
+    ``tasks_done``, ``tasks_running``, ``files`` and ``bytes`` with ``update``. A listener that
+    raises is dropped: progress must never fail a job.
     """
 
-    def __init__(self, listener: ProgressCallback | None) -> None:
+    def __init__(self, listener: ProgressCallback | None, interval: float = 0.25) -> None:
         self._listener = listener
         self._lock = threading.Lock()
+        self._delivering = threading.Lock()
         self._started = time.monotonic()
+        self._interval = interval
+        self._published = 0.0
+        self._running: dict[Any, tuple[int, int]] = {}
+        self._done: dict[Any, tuple[int, int, int]] = {}
         self.state = ProgressEvent("setup")
 
-    def update(self, **changes) -> None:
+    @property
+    def active(self) -> bool:
+        """False when nobody listens (then engines need not collect anything)."""
+        return self._listener is not None
+
+    def update(self, **changes: Any) -> None:
+        """Set fields of the state and tell the listener; ``elapsed_s`` is measured if not given."""
         if self._listener is None:
             return
         with self._lock:
-            elapsed = time.monotonic() - self._started
-            self.state = replace(self.state, elapsed_s=elapsed, **changes)
-            event = self.state
-        try:
-            self._listener(event)
-        except Exception:
-            self._listener = None
+            changes.setdefault("elapsed_s", time.monotonic() - self._started)
+            self.state = replace(self.state, **changes)
+        self._publish()
 
-    def task_done(self, files: int, size: int) -> None:
+    def task_running(self, task: Any, rows: int, written: int) -> None:
+        """What one running task has written so far (cumulative); ignored once it is done."""
+        if self._listener is None:
+            return
         with self._lock:
-            state = self.state
-        self.update(
-            tasks_done=state.tasks_done + 1, files=state.files + files, bytes=state.bytes + size
+            if task in self._done:
+                return
+            self._running[task] = (rows, written)
+            self.state = replace(self.state, **self._totals())
+            due = time.monotonic() - self._published >= self._interval
+        if due:
+            self._publish()
+
+    def task_done(self, task: Any, files: int, size: int, rows: int | None = None) -> None:
+        """A task committed ``files`` of ``size`` bytes; ``rows`` defaults to its last report."""
+        if self._listener is None:
+            return
+        with self._lock:
+            running_rows = self._running.pop(task, (0, 0))[0]
+            self._done[task] = (files, size, running_rows if rows is None else rows)
+            self.state = replace(self.state, **self._totals())
+        self._publish()
+
+    def sync(
+        self,
+        finished: Mapping[Any, tuple[int, int, int]],
+        running: Mapping[Any, tuple[int, int]],
+        **changes: Any,
+    ) -> None:
+        """An engine's whole view at once (Spark's poller): ``finished`` tasks' files, bytes and
+        rows, ``running`` tasks' rows and bytes so far, and fields such as ``tasks_total``."""
+        if self._listener is None:
+            return
+        with self._lock:
+            self._done = dict(finished)
+            self._running = {k: v for k, v in running.items() if k not in self._done}
+            self.state = replace(self.state, **{**self._totals(), **changes})
+        self._publish()
+
+    def failed(self, exc: BaseException, job: Any = None) -> None:
+        """The job failed with ``exc``: one listing of what it left, then the final event."""
+        if self._listener is None:
+            return
+        from .aftermath import failure_of
+
+        failure = failure_of(exc, job)
+        self.update(phase="failed", message=str(exc) or failure.reason, failure=failure)
+
+    def _totals(self) -> dict[str, int]:
+        return {
+            "tasks_done": len(self._done),
+            "tasks_running": len(self._running),
+            "files": sum(done[0] for done in self._done.values()),
+            "bytes": sum(d[1] for d in self._done.values())
+            + sum(r[1] for r in self._running.values()),
+            "rows": sum(d[2] for d in self._done.values())
+            + sum(r[0] for r in self._running.values()),
+            "elapsed_s": time.monotonic() - self._started,
+        }
+
+    def _publish(self) -> None:
+        """Deliver the latest state (never an older one after a newer: one delivery at a time)."""
+        with self._delivering:
+            listener = self._listener
+            with self._lock:
+                event = self.state
+                self._published = time.monotonic()
+            if listener is None:
+                return
+            try:
+                listener(event)
+            except Exception:
+                self._listener = None
+
+
+def status_line(title: str, event: ProgressEvent) -> str:
+    """One line of text for an event, as the text log and the widget's plain text show it."""
+    if event.phase == "done":
+        return (
+            f"{title}: done in {seconds(event.elapsed_s)}: committed {event.files} file(s), "
+            f"{count(event.rows)} rows, {size(event.bytes)} from {event.tasks_done} task(s); "
+            "nothing is left pending"
         )
+    if event.phase == "failed":
+        failure = event.failure
+        word = "INTERRUPTED" if failure and failure.interrupted else "FAILED"
+        return f"{title}: {word} after {seconds(event.elapsed_s)}"
+    total = "?" if event.tasks_total is None else event.tasks_total
+    rows = count(event.rows) + (f" of {count(event.rows_total)}" if event.rows_total else "")
+    return (
+        f"{title}: {event.phase}, {event.tasks_done}/{total} tasks done, "
+        f"{event.tasks_running} running, {rows} rows, {size(event.bytes)} written, "
+        f"{seconds(event.elapsed_s)}"
+    )
+
+
+class TextProgress:
+    """Lines of text for runs nobody watches live (papermill, nbconvert, logs, no terminal).
+
+    A line at every phase change and every ``interval`` seconds while tasks run, and a final
+    summary line; a failure adds what happened and what is left, one fact per line.
+    """
+
+    def __init__(
+        self, title: str = "s3commit write", stream: TextIO | None = None, interval: float = 10.0
+    ) -> None:
+        self.title = title
+        self.stream = stream
+        self.interval = interval
+        self._phase = ""
+        self._written = -interval
+
+    def __call__(self, event: ProgressEvent) -> None:
+        now = time.monotonic()
+        if event.phase == self._phase and now - self._written < self.interval:
+            return
+        previous, self._phase, self._written = self._phase, event.phase, now
+        self.write(event, previous)
+
+    def write(self, event: ProgressEvent, previous_phase: str) -> None:
+        """The event's line; for a failure, its facts below it (``previous_phase``: where)."""
+        lines = [status_line(self.title, event)]
+        if event.phase == "failed" and event.failure is not None:
+            lines += [f"  {line}" for line in event.failure.lines(previous_phase)]
+        print("\n".join(lines), file=self.stream or sys.stderr, flush=True)
 
 
 class TqdmProgress:
-    """A terminal progress bar over tasks, with files and bytes as postfix."""
+    """A terminal progress bar over rows (when known) or tasks; the final state as text."""
 
-    def __init__(self) -> None:
+    def __init__(self, title: str = "s3commit write") -> None:
         from tqdm import tqdm
 
+        self.title = title
         self._bar = tqdm(total=None, unit="task", desc="setup", leave=True, file=sys.stderr)
+        self._phase = "setup"
 
     def __call__(self, event: ProgressEvent) -> None:
         bar = self._bar
-        if event.tasks_total is not None and bar.total != event.tasks_total:
-            bar.total = event.tasks_total
-        bar.n = event.tasks_done
-        bar.set_description(event.phase)
-        bar.set_postfix(files=event.files, MiB=f"{event.bytes / 2**20:.1f}", refresh=False)
-        bar.refresh()
         if event.phase in ("done", "failed"):
             bar.close()
+            TextProgress(self.title).write(event, self._phase)
+            return
+        self._phase = event.phase
+        by_rows = event.rows_total is not None
+        total = event.rows_total if by_rows else event.tasks_total
+        if total is not None and bar.total != total:
+            bar.total = total
+            bar.unit = "row" if by_rows else "task"
+        bar.n = event.rows if by_rows else event.tasks_done
+        bar.set_description(event.phase)
+        bar.set_postfix(
+            running=event.tasks_running,
+            rows=count(event.rows),
+            written=size(event.bytes),
+            refresh=False,
+        )
+        bar.refresh()
 
 
-def _in_notebook() -> bool:
-    shell = sys.modules.get("IPython")
-    if shell is None:
+def _widget_front_end() -> bool:
+    """A kernel whose front end draws widgets: JupyterLab, Notebook 7 and VS Code tag each
+    execution with its cell's id; Voila sets its variables in the kernel's environment.
+    papermill, nbconvert and nbval execute without either, and get text lines."""
+    try:
+        from ipykernel.zmqshell import ZMQInteractiveShell
+        from IPython import get_ipython
+    except ImportError:
         return False
-    ip = shell.get_ipython()
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+    shell = get_ipython()
+    if not isinstance(shell, ZMQInteractiveShell):
+        return False
+    if any(name.startswith("VOILA_") for name in os.environ):
+        return True
+    try:
+        parent = shell.kernel.get_parent("shell")
+    except Exception:
+        return False
+    return "cellId" in (parent or {}).get("metadata", {})
 
 
-def make_listener(progress: object) -> ProgressCallback | None:
+def make_listener(progress: object, title: str = "s3commit write") -> ProgressCallback | None:
     """Resolve ``write_committed(progress=...)`` to a listener (or None for no progress)."""
     if progress is False or progress is None:
         return None
     if callable(progress):
         return progress
-    if progress != "auto":
+    choices = ("auto", "widget", "text")
+    if progress not in choices:
         from .errors import InvalidArgumentError
 
-        raise InvalidArgumentError("progress must be 'auto', False or a callable")
-    if _in_notebook():
+        raise InvalidArgumentError(
+            f"progress must be one of {', '.join(map(repr, choices))}, False or a callable"
+        )
+    if progress == "auto":
+        progress = os.environ.get(PROGRESS_ENV, "").strip().lower() or _auto_kind()
+        if progress not in ("widget", "text", "tqdm", "off"):
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"{PROGRESS_ENV}={progress!r}: use widget, text, tqdm or off"
+            )
+    if progress == "off":
+        return None
+    if progress == "widget":
+        from .widgets import CommitProgress
+
+        return CommitProgress.show(title=title)
+    if progress == "tqdm":
+        return TqdmProgress(title)
+    in_kernel = "ipykernel" in sys.modules
+    return TextProgress(title, sys.stdout if in_kernel else sys.stderr)
+
+
+def _auto_kind() -> str:
+    if _widget_front_end():
         try:
-            from .widgets import CommitProgress
-        except ImportError:  # widgets not installed: fall through to the terminal
-            pass
-        else:
-            return CommitProgress.show()
-    if sys.stderr.isatty():
-        return TqdmProgress()
-    return None
+            import ipywidgets  # noqa: F401
+        except ImportError:
+            return "text"
+        return "widget"
+    return "tqdm" if sys.stderr.isatty() else "text"

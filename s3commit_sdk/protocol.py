@@ -18,10 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import S3CommitError, TaskFailedError, from_task_failure
+from .errors import S3CommitError, TaskFailedError, first_line, from_task_failure
 from .options import CommitOptions, resolve_options
 from .paths import S3Location, parse_s3_url
-from .progress import ProgressTracker
+from .progress import ProgressTracker, job_seconds
+from .redaction import redacted_logs
 from .store import S3Settings
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class JobContext:
     settings: S3Settings
     job_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     job_id_source: str = "generated"
+    #: the table's schema for a table format (Delta's schemaString); None for plain files
+    table_schema: str | None = None
 
     @classmethod
     def on_s3(
@@ -91,6 +94,8 @@ class WrittenFile:
     rows: int
     size: int
     partition: dict[str, str | None]
+    #: a Parquet file's footer (pyarrow FileMetaData): the statistics a table format records
+    footer: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -153,7 +158,21 @@ def execute_task(
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema | None = None,
 ) -> str:
-    """One task attempt: write, then commit, or abort on any failure (and re-raise)."""
+    """One task attempt: write, then commit, or abort on any failure (and re-raise).
+
+    Its logs are redacted too: on Spark it runs in a Python worker, not the driver's process.
+    """
+    with redacted_logs(job.settings.secret_key, job.settings.session_token):
+        return _attempt(job, partition, attempt, batches, schema)
+
+
+def _attempt(
+    job: JobContext,
+    partition: int,
+    attempt: int,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema | None,
+) -> str:
     from .committers import make_committer
     from .writers import write_task_output
 
@@ -184,11 +203,16 @@ def execute_job(
 
     tracker = progress or ProgressTracker(None)
     try:
-        outcome = _execute(job, run_tasks, tracker, make_committer(job))
+        with redacted_logs(job.settings.secret_key, job.settings.session_token):
+            outcome = _execute(job, run_tasks, tracker, make_committer(job))
     except BaseException as exc:
-        tracker.update(phase="failed", message=str(exc))
+        tracker.failed(exc, job)
         raise
-    tracker.update(phase="done", message=f"{len(outcome.files)} files committed")
+    tracker.update(
+        phase="done",
+        message=f"{len(outcome.files)} files committed",
+        elapsed_s=job_seconds(outcome.phases),
+    )
     return outcome
 
 
@@ -206,7 +230,9 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
         phases["tasks"] = time.monotonic() - mark
         phases.update(_split_task_phase(messages, phases["tasks"]))
     except BaseException as exc:
-        _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
+        aborted = _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
+        if isinstance(exc, KeyboardInterrupt):
+            exc.add_note(_interrupted_note(job, aborted))
         if isinstance(exc, S3CommitError):
             raise
         typed = from_task_failure(exc)
@@ -215,7 +241,8 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
         if isinstance(exc, Exception):
             raise TaskFailedError(
                 f"job {job.job_id} failed in a task and was aborted; nothing became visible "
-                f"at {job.location.url()}. Cause: {_first_line(exc)}"
+                f"at {job.location.url()}. Cause: {first_line(exc)}. Fix the cause and run the "
+                "write again."
             ) from exc
         raise
     tracker.update(phase="job commit")
@@ -238,17 +265,23 @@ def _split_task_phase(messages: list[str], wall: float) -> dict[str, float]:
     }
 
 
-def _best_effort(action: Callable[..., None], *args: Any, what: str) -> None:
+def _best_effort(action: Callable[..., None], *args: Any, what: str) -> bool:
     """Run a cleanup while another error propagates: log its failure, never mask the cause."""
     try:
         action(*args)
     except Exception:
         log.exception("%s failed; pending uploads may remain (lifecycle rules clean them)", what)
+        return False
+    return True
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():
-        if "Error" in line or "Exception" in line:
-            return line.strip()[:500]
-    return text.splitlines()[0][:500]
+def _interrupted_note(job: JobContext, aborted: bool) -> str:
+    """What an interrupt before job commit did: no file was completed, so none is visible."""
+    url = job.location.url()
+    head = f"s3commit: job {job.job_id} was interrupted before its commit"
+    if aborted:
+        return f"{head} and was aborted: nothing of it is visible at {url}."
+    failed = f"{head}; nothing of it is visible at {url}, but aborting it failed (logged above)"
+    if not isinstance(job.location, S3Location):
+        return f"{failed}."
+    return f"{failed}: `s3commit uploads abort {url} --job {job.job_id}` removes its uploads."

@@ -4,6 +4,10 @@ DESIGN section 4, "Exclusive, recoverable job commit": the commit journal lists 
 complete and every object ``replace`` deletes, written before any of it happens, so a commit
 killed at any point can be brought, idempotently, to the state an uninterrupted commit (or no
 commit at all) would have produced. Both are safe to rerun after their own crash.
+
+Without a usable journal, ``abort`` trusts nothing but names: it acts only on keys whose file
+name carries the marker's job UUID where our writers put it, and deletes visible objects only
+when the caller says so (``visible="delete"``), after :func:`plan_abort` listed them.
 """
 
 from __future__ import annotations
@@ -14,13 +18,19 @@ from typing import Any
 
 from .committers import make_committer
 from .committers.magic import MAGIC_DIR
-from .errors import CommitError, PendingSetError, S3CommitError
+from .errors import CommitError, InvalidArgumentError, PendingSetError, S3CommitError
 from .formats import CommitMarker, Journal, PendingUpload, parse_success
 from .options import resolve_options
 from .paths import SUCCESS_MARKER, S3Location, is_hidden, parse_s3_url
 from .protocol import JobContext
-from .store import S3Settings, S3Store
+from .store import PendingUploadInfo, S3Settings, S3Store
 from .store.s3 import multipart_etag
+from .uploads import JOB_UUID, job_of_key
+
+#: What ``abort`` may do with visible objects that only their names tie to the job.
+VISIBLE_CHOICES = ("delete", "keep")
+#: Visible keys shown in an error message before "... and N more".
+_SHOWN = 20
 
 
 @dataclass
@@ -32,6 +42,7 @@ class RecoveryReport:
     completed: list[str] = field(default_factory=list)
     already_visible: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
     aborted_uploads: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -43,6 +54,7 @@ class RecoveryReport:
             f"completed uploads: {len(self.completed)}",
             f"already visible: {len(self.already_visible)}",
             f"deleted objects: {len(self.deleted)}",
+            *([f"kept visible objects: {len(self.kept)}"] if self.kept else []),
             f"aborted pending uploads: {self.aborted_uploads}",
             *self.notes,
         ]
@@ -60,6 +72,10 @@ class _Unfinished:
         self.journal_error: str | None = None
         bucket, key = self.location.bucket, self.location.marker_key
         if self.store.head(bucket, key) is None:
+            self.store.check_bucket(bucket)  # a missing bucket also answers 404: name it
+            found = _unfinished_table_job(self.store, self.location)
+            if found is not None:
+                self.marker, self.journal = found
             return
         try:
             self.marker = CommitMarker.from_json(self.store.get(bucket, key))
@@ -158,61 +174,202 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
     return report
 
 
-def abort(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
-    """Roll the unfinished commit at ``path`` back: the destination as it was before the job.
+@dataclass
+class AbortPlan:
+    """What ``abort`` will do, worked out (by listing) before any of it is done.
 
-    Works without a readable journal too: every key of ours carries the job UUID.
+    ``visible`` are the visible objects it deletes: with a journal, the completed uploads the
+    journal lists (checked by ETag); without one, the objects whose file name carries the job
+    UUID, which only the caller may allow (``needs_choice``).
+    """
+
+    state: _Unfinished
+    uploads: list[PendingUploadInfo] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+    visible: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str | None:
+        return self.state.job_id
+
+    @property
+    def needs_choice(self) -> bool:
+        return self.state.journal is None and bool(self.visible)
+
+    def lines(self) -> list[str]:
+        url = self.state.location.url()
+        if self.job_id is None:
+            return [f"no unfinished commit at {url}"]
+        why = "listed in its journal" if self.state.journal else "named with its job UUID"
+        return [
+            f"job {self.job_id} at {url}",
+            *self.notes,
+            f"pending uploads to abort: {len(self.uploads)}",
+            f"hidden objects to delete: {len(self.hidden)} (and the commit marker)",
+            f"visible objects {why}: {len(self.visible)}",
+            *(f"  {self.state.location.url(key)}" for key in self.visible),
+        ]
+
+    def carry_out(self, visible: str | None = None) -> RecoveryReport:
+        """Abort the uploads, delete the objects, release the destination.
+
+        ``visible`` ("delete" or "keep") decides the fate of visible objects that no journal
+        vouches for; with such objects and no decision, nothing is changed.
+        """
+        if visible not in (None, *VISIBLE_CHOICES):
+            raise InvalidArgumentError(f"visible must be one of {VISIBLE_CHOICES}, got {visible!r}")
+        state = self.state
+        report = RecoveryReport(state.location.url(), state.job_id, notes=list(self.notes))
+        if self.job_id is None:
+            return report
+        doomed = self.visible
+        if self.needs_choice:
+            if visible is None:
+                raise CommitError(self._choice_message())
+            if visible == "keep":
+                doomed, report.kept = [], list(self.visible)
+        bucket = state.location.bucket
+        if doomed:
+            state.store.delete_keys(bucket, doomed)
+            report.deleted = list(doomed)
+        for upload in self.uploads:
+            if state.store.abort(bucket, upload.key, upload.upload_id):
+                report.aborted_uploads += 1
+        state.store.delete_keys(bucket, self.hidden)
+        state.release()
+        return report
+
+    def _choice_message(self) -> str:
+        url = self.state.location.url()
+        shown = "\n  ".join(self.state.location.url(k) for k in self.visible[:_SHOWN])
+        more = len(self.visible) - _SHOWN
+        return (
+            f"cannot abort job {self.job_id} at {url} without its journal "
+            f"({self.state.journal_error}): {len(self.visible)} visible object(s) carry the "
+            f"job UUID in their names, and nothing proves this job wrote them:\n  {shown}"
+            + (f"\n  ... and {more} more" if more > 0 else "")
+            + "\nNothing was changed. Rerun with --delete-visible to delete them or "
+            "--keep-visible to keep them (Python: abort(path, visible='delete' or 'keep')); "
+            f"either way the job's {len(self.uploads)} pending upload(s) are aborted, its "
+            "hidden metadata deleted and the destination released."
+        )
+
+
+def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
+    """List what rolling back the unfinished commit at ``path`` would do; change nothing.
+
+    A marker whose job id is not a full UUID is refused: nothing can be chosen by it safely.
     """
     state = _Unfinished(path, options)
-    report = RecoveryReport(state.location.url(), state.job_id)
+    plan = AbortPlan(state)
     if state.marker is None and state.journal_error is None:
-        return report
-    bucket, location = state.location.bucket, state.location
-    job_id = state.job_id
-    pending = state.pending_ids()
-    to_delete: list[str] = []
-    if state.journal is not None:
-        for commit in state.journal.commits:
-            if commit.uploadId not in pending and state.is_ours(commit):
-                to_delete.append(commit.destinationKey)
-        missing = [k for k in state.journal.replaced if state.store.head(bucket, k) is None]
+        return plan
+    location, bucket = state.location, state.location.bucket
+    if state.marker is None or not _is_uuid(state.marker.jobId):
+        named = "is unreadable" if state.marker is None else f"names job {state.marker.jobId!r}"
+        raise CommitError(
+            f"cannot abort the commit at {location.url()}: its commit marker {named}, not a "
+            "job UUID, so no key can be tied to the job. Nothing was changed. If no job is "
+            f"committing there, delete the marker yourself: {location.url(location.marker_key)}"
+        )
+    job_id = state.marker.jobId
+    uploads = state.store.list_pending(bucket, location.dir_prefix)
+    journal = state.journal
+    if journal is not None and journal.format == "delta":
+        _refuse_abort_of_committed_table_job(state, journal)
+    if journal is not None:
+        pending = {u.upload_id for u in uploads}
+        plan.visible = [
+            c.destinationKey
+            for c in journal.commits
+            if c.uploadId not in pending and state.is_ours(c)
+        ]
+        missing = [k for k in journal.replaced if state.store.head(bucket, k) is None]
         if missing:
-            report.notes.append(
+            plan.notes.append(
                 f"{len(missing)} objects that replace mode deletes were already deleted and "
                 "cannot be restored; `s3commit recover` would have kept the new data instead"
             )
+        journaled = {c.uploadId for c in journal.commits}
     else:
-        report.notes.append(f"journal not usable ({state.journal_error}): cleaning by job UUID")
-    if job_id:
-        to_delete += [
+        plan.notes.append(
+            f"journal not usable ({state.journal_error}): acting only on keys named with job "
+            f"{job_id}"
+        )
+        plan.visible = [
             o.key
             for o in state.store.list_objects(bucket, location.dir_prefix)
-            if job_id in o.key
-            and o.key not in to_delete
-            and not is_hidden(location.relative(o.key))
+            if not is_hidden(location.relative(o.key)) and job_of_key(o.key) == job_id.lower()
         ]
-        success = state.store.head(bucket, location.key(SUCCESS_MARKER))
-        if success is not None and _success_job(state.store, location) == job_id:
-            to_delete.append(location.key(SUCCESS_MARKER))
-    if to_delete:
-        state.store.delete_keys(bucket, to_delete)
-        report.deleted = to_delete
-    for upload in state.store.list_pending(bucket, location.dir_prefix):
-        ours = upload.upload_id in {
-            c.uploadId for c in (state.journal.commits if state.journal else [])
-        }
-        if ours or (job_id and job_id in upload.key):
-            state.store.abort(bucket, upload.key, upload.upload_id)
-            report.aborted_uploads += 1
-    if job_id:
-        metadata = [
-            o.key
-            for prefix in (location.job_prefix(job_id), location.key(f"{MAGIC_DIR}/job-{job_id}/"))
-            for o in state.store.list_objects(bucket, prefix)
-        ]
-        state.store.delete_keys(bucket, metadata)
-    state.release()
-    return report
+        journaled = set()
+    if _success_job(state.store, location) == job_id:
+        plan.visible.append(location.key(SUCCESS_MARKER))
+    plan.uploads = [
+        u for u in uploads if u.upload_id in journaled or job_of_key(u.key) == job_id.lower()
+    ]
+    plan.hidden = [
+        o.key
+        for prefix in (location.job_prefix(job_id), location.key(f"{MAGIC_DIR}/job-{job_id}/"))
+        for o in state.store.list_objects(bucket, prefix)
+    ]
+    return plan
+
+
+def abort(
+    path: str, options: dict[str, Any] | None = None, *, visible: str | None = None
+) -> RecoveryReport:
+    """Roll the unfinished commit at ``path`` back: the destination as it was before the job.
+
+    Without a usable journal, visible objects named with the job UUID are deleted only with
+    ``visible="delete"`` (or kept with ``"keep"``); see :meth:`AbortPlan.carry_out`.
+    """
+    return plan_abort(path, options).carry_out(visible)
+
+
+def _unfinished_table_job(
+    store: S3Store, location: S3Location
+) -> tuple[CommitMarker, Journal] | None:
+    """A Delta job takes no marker (committers/delta.py): its journal alone says it is
+    unfinished. The oldest such journal under the destination, and the marker it stands for."""
+    journals = []
+    for info in store.list_objects(location.bucket, location.hidden_prefix):
+        job_id, _, name = info.key[len(location.hidden_prefix) :].partition("/")
+        if name != "journal.json" or not _is_uuid(job_id):
+            continue
+        try:
+            journal = Journal.from_json(store.get(location.bucket, info.key))
+            journal.validate(job_id, location.bucket, location.dir_prefix)
+        except PendingSetError:
+            continue  # unreadable: its uploads are left to `s3commit uploads abort`
+        if journal.format == "delta":
+            journals.append(journal)
+    if not journals:
+        return None
+    first = min(journals, key=lambda journal: journal.created)
+    marker = CommitMarker(first.jobId, location.journal_key(first.jobId), started=first.created)
+    return marker, first
+
+
+def _refuse_abort_of_committed_table_job(state: _Unfinished, journal: Journal) -> None:
+    """A Delta job whose transaction landed is committed: deleting its files would break the
+    table. Rolling it back is Delta's business (time travel, RESTORE), not ours."""
+    from .delta.table import READ_VERSION_KEY, DeltaLog
+
+    log = DeltaLog(state.location, state.store.settings, state.store)
+    done = log.committed(journal.jobId, journal.extraData.get(READ_VERSION_KEY))
+    if done is not None:
+        url = state.location.url()
+        raise CommitError(
+            f"job {journal.jobId} is already committed as version {done.version} of the Delta "
+            f"table at {url}: there is nothing to roll back, and deleting its files would break "
+            f"the table. Nothing was changed. `s3commit recover {url}` finishes its clean-up; "
+            "Delta's time travel (or RESTORE) undoes the version."
+        )
+
+
+def _is_uuid(text: object) -> bool:
+    return isinstance(text, str) and JOB_UUID.fullmatch(text) is not None
 
 
 def _success_job(store: S3Store, location: S3Location) -> str | None:

@@ -1,12 +1,17 @@
 """The embedded default: a local S3 endpoint (moto's server process) and a local Spark.
 
-``with S3Sandbox() as s3:`` starts ``moto.server`` on a free 127.0.0.1 port, exports the
-endpoint and dummy credentials in this process's environment (so the driver and every Spark
-executor started afterwards see them), creates a bucket, and stops the server on exit.
+``with S3Sandbox() as s3:`` starts moto's S3 server (``s3commit_sdk.sandbox_server``: real
+upload initiation times) on a free 127.0.0.1 port, exports the endpoint and dummy credentials in
+this process's environment (so the driver and every Spark executor started afterwards see
+them), creates a bucket, and stops the server on exit. The server runs in a session of its own,
+so a notebook's Kernel > Interrupt does not kill it, and it is stopped by PID when the sandbox
+closes, when the Python process exits, or (by itself) when that process is killed.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import signal
@@ -16,9 +21,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import boto3
+
+from .options import local_dir
 
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "sandbox",
@@ -34,24 +42,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class S3Sandbox:
-    """A moto S3 server child process on 127.0.0.1; exports the endpoint while it runs."""
+_Server = TypeVar("_Server", bound="LocalS3Server")
 
-    def __init__(
-        self,
-        bucket: str = "sandbox",
-        port: int | None = None,
-        extra_env: dict[str, str] | None = None,
-        export: bool = True,
-        server_module: str = "moto.server",
-    ) -> None:
+
+class LocalS3Server:
+    """What every local S3 server for tests shares: endpoint, dummy keys, exported env, clients.
+
+    Subclasses start and stop the server; ``kind`` names it, so a test can tell them apart.
+    """
+
+    kind = ""
+
+    def __init__(self, bucket: str, port: int | None, export: bool) -> None:
         self.bucket = bucket
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.extra_env = extra_env or {}
         self.export = export
-        self.server_module = server_module  # run as `python -m MODULE -H HOST -p PORT`
-        self.process: subprocess.Popen | None = None
         self._saved_env: dict[str, str | None] = {}
 
     @property
@@ -62,34 +68,25 @@ class S3Sandbox:
             "AWS_ENDPOINT_URL_S3": self.endpoint,
         }
 
-    def start(self) -> S3Sandbox:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.server_module, "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, **self.extra_env},
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto server did not start on {self.endpoint}") from None
-                time.sleep(0.1)
+    def start(self: _Server) -> _Server:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _export_env(self) -> None:
         if self.export:
             for key, value in self.env.items():
                 self._saved_env[key] = os.environ.get(key)
                 os.environ[key] = value
-        try:
-            if self.bucket:
-                self.client().create_bucket(Bucket=self.bucket)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+
+    def _restore_env(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
 
     def client(self, **kwargs: Any):
         return boto3.client(
@@ -113,13 +110,68 @@ class S3Sandbox:
             allow_bucket_creation=False,
         )
 
+    def __enter__(self: _Server) -> _Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class S3Sandbox(LocalS3Server):
+    """A moto S3 server child process on 127.0.0.1; exports the endpoint while it runs."""
+
+    kind = "moto"
+
+    def __init__(
+        self,
+        bucket: str = "sandbox",
+        port: int | None = None,
+        extra_env: dict[str, str] | None = None,
+        export: bool = True,
+        server_module: str = "s3commit_sdk.sandbox_server",
+    ) -> None:
+        super().__init__(bucket, port, export)
+        self.extra_env = extra_env or {}
+        self.server_module = server_module  # run as `python -m MODULE -H HOST -p PORT`
+        self.process: subprocess.Popen | None = None
+
+    def add_key(self, access_key: str, secret_key: str) -> None:
+        """Nothing to do: moto accepts any key pair (see :meth:`RGWServer.add_key`)."""
+
+    def start(self) -> S3Sandbox:
+        from .sandbox_server import PARENT_ENV
+
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.server_module, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, PARENT_ENV: str(os.getpid()), **self.extra_env},
+            start_new_session=True,  # Ctrl-C / Kernel > Interrupt go to our group, not to it
+        )
+        atexit.register(self.stop)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto server did not start on {self.endpoint}") from None
+                time.sleep(0.1)
+        self._export_env()
+        try:
+            if self.bucket:
+                self.client().create_bucket(Bucket=self.bucket)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
     def stop(self) -> None:
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved_env.clear()
+        """Stop the server (by its PID) and restore the environment; safe to call twice."""
+        atexit.unregister(self.stop)
+        self._restore_env()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -129,15 +181,17 @@ class S3Sandbox:
                 self.process.wait()
         self.process = None
 
-    def __enter__(self) -> S3Sandbox:
-        return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+def local_spark(
+    master: str = "local[2]", app_name: str = "s3commit-sandbox", quiet: bool = True, **conf: str
+):
+    """A local SparkSession bound to loopback, using this Python for its workers.
 
-
-def local_spark(master: str = "local[2]", app_name: str = "s3commit-sandbox", **conf: str):
-    """A local SparkSession bound to loopback, using this Python for its workers."""
+    ``quiet``: the JVM's own output (start-up warnings, logs at ERROR and above, the Python
+    workers' tracebacks, which the SDK's errors sum up) goes to ``spark-<pid>.log`` in this
+    user's private directory (``$TMPDIR/s3commit-<uid>``) instead of the notebook; the path is
+    the session's conf ``spark.s3commit.sandbox.log``.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -155,7 +209,36 @@ def local_spark(master: str = "local[2]", app_name: str = "s3commit-sandbox", **
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if not quiet:
+        return builder.getOrCreate()
+    log = os.path.join(local_dir(), f"spark-{os.getpid()}.log")
+    with _output_to(log):  # the JVM started here keeps these descriptors for its life
+        session = builder.config("spark.s3commit.sandbox.log", log).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextlib.contextmanager
+def _output_to(path: str) -> Iterator[None]:
+    """Point this process's stdout and stderr descriptors at ``path`` for a while.
+
+    Only processes started meanwhile keep them; Python's own ``sys.stdout`` and a notebook's
+    output are untouched.
+    """
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
 
 
 _CRASH_DRIVER = """

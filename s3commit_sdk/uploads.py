@@ -21,6 +21,9 @@ from .store import PendingUploadInfo, S3Settings, S3Store
 
 #: A job UUID as our writers put it in every file name: ``part-00003-<uuid>-c000.parquet``.
 JOB_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+#: Our file names, and so the keys of our uploads: ``part-<task>-<uuid>-c<n><ext>``, or
+#: ``part-<task>-<uuid>.c<n><ext>`` inside a partition directory (writers.TaskOutputWriter).
+_OUR_FILE_NAME = re.compile(rf"part-\d+-(?P<job>{JOB_UUID.pattern})[-.]c\d+(?:\.[^/]*)?", re.I)
 _DURATION_PART = re.compile(r"(\d+)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 LIFECYCLE_RULE_PREFIX = "s3commit-abort-incomplete-uploads:"
@@ -68,11 +71,26 @@ def format_duration(age: timedelta | None) -> str:
     return " ".join(parts[:2])
 
 
+def job_uuid(text: str) -> str:
+    """``text`` as a full job UUID, lower-case; anything else (an empty string too) is refused.
+
+    Whatever selects keys by job must never select by a fragment: ``part`` or ``''`` match
+    every file.
+    """
+    if not isinstance(text, str) or not JOB_UUID.fullmatch(text):
+        raise InvalidArgumentError(
+            f"expected a full job UUID like 0b1e8f0e-1111-4222-8333-444455556666, got {text!r}"
+        )
+    return text.lower()
+
+
 def job_of_key(key: str) -> str | None:
-    """The job UUID in an upload's key (file name first, then the path), lower-case."""
-    name = key.rsplit("/", 1)[-1]
-    match = JOB_UUID.search(name) or JOB_UUID.search(key)
-    return match.group(0).lower() if match else None
+    """The job UUID of a key whose file name is one of ours (``part-NNNNN-<uuid>...``).
+
+    Only that position counts: a UUID elsewhere in the key names no job of ours.
+    """
+    match = _OUR_FILE_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return match["job"].lower() if match else None
 
 
 def as_utc(moment: datetime | None) -> datetime | None:
@@ -103,9 +121,7 @@ def filter_uploads(
     stores like moto that report one fixed initiation time). An upload without an initiation
     time never matches an age filter: it might be a running job's.
     """
-    wanted_job = job.lower() if job else None
-    if wanted_job is not None and not JOB_UUID.fullmatch(wanted_job):
-        raise InvalidArgumentError(f"--job wants a job UUID like 0b1e8f0e-..., got {job!r}")
+    wanted_job = None if job is None else job_uuid(job)
     moment = as_utc(now) or datetime.now(timezone.utc)
     chosen = []
     for upload in uploads:

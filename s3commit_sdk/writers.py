@@ -3,74 +3,71 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .errors import InvalidArgumentError
-from .paths import partition_dir, partition_value_text
+from .paths import check_key, partition_dir, partition_value_text
+from .progress import TASK_PROGRESS
 from .protocol import JobContext, OutputSink, TaskAttemptContext, WrittenFile
+from .sparktext import CsvWriter, JsonLinesWriter
+from .sparktypes import canonical_schema, check_orc_values, conform, file_schema
 
 #: format -> file extension Spark gives it with its default codec
 EXTENSIONS = {"parquet": ".snappy.parquet", "orc": ".snappy.orc", "csv": ".csv", "json": ".json"}
-FORMATS = tuple(EXTENSIONS)
+#: table formats -> the file format their data files are written in
+TABLE_FORMATS = {"delta": "parquet"}
+FORMATS = (*EXTENSIONS, *TABLE_FORMATS)
 
 
-class _JsonLinesWriter:
-    """Spark's JSON output: one object per line, nulls left out."""
-
-    def __init__(self, sink: pa.NativeFile, schema: pa.Schema) -> None:
-        self._sink = sink
-
-    def write_batch(self, batch: pa.RecordBatch) -> None:
-        lines = []
-        for row in batch.to_pylist():
-            kept = {k: v for k, v in row.items() if v is not None}
-            lines.append(json.dumps(kept, default=_json_default, ensure_ascii=False))
-        if lines:
-            self._sink.write(("\n".join(lines) + "\n").encode())
-
-    def close(self) -> None:
-        pass
+def file_format(fmt: str) -> str:
+    """The format of the files a job of format ``fmt`` writes (a Delta table holds Parquet)."""
+    return TABLE_FORMATS.get(fmt, fmt)
 
 
-class _OrcWriter:
-    """pyarrow's ORC writer takes tables; give it the batch interface of the others."""
+class _ArrowFileWriter:
+    """Parquet and ORC: batches are cast to the file schema (zoned timestamps stored as UTC)."""
 
-    def __init__(self, sink: pa.NativeFile) -> None:
-        self._writer = paorc.ORCWriter(sink, compression="snappy")
+    def __init__(self, fmt: str, sink: pa.NativeFile, schema: pa.Schema) -> None:
+        self._schema = file_schema(schema)
+        self.footer: pq.FileMetaData | None = None  # a Parquet file's, once closed
+        if fmt == "parquet":
+            self._writer = pq.ParquetWriter(sink, self._schema, compression="snappy")
+        else:
+            self._writer = paorc.ORCWriter(sink, compression="snappy")
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        self._writer.write(pa.Table.from_batches([batch]))
+        batch = conform(batch, self._schema)
+        if isinstance(self._writer, paorc.ORCWriter):  # it takes tables only
+            check_orc_values(batch)
+            if any(column.offset for column in batch.columns):
+                # pyarrow's ORC writer ignores a sliced struct's offset and writes the rows
+                # the slice starts after: write a copy that starts at offset 0
+                batch = batch.take(pa.array(np.arange(batch.num_rows)))
+            self._writer.write(pa.Table.from_batches([batch]))
+        else:
+            self._writer.write_batch(batch)
 
     def close(self) -> None:
         self._writer.close()
-
-
-def _json_default(value: object) -> object:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    return str(value)
+        if isinstance(self._writer, pq.ParquetWriter):
+            self.footer = self._writer.writer.metadata
 
 
 def _open_format_writer(fmt: str, sink: pa.NativeFile, schema: pa.Schema):
-    if fmt == "parquet":
-        return pq.ParquetWriter(sink, schema, compression="snappy")
-    if fmt == "orc":
-        return _OrcWriter(sink)
+    fmt = file_format(fmt)
+    if fmt in ("parquet", "orc"):
+        return _ArrowFileWriter(fmt, sink, schema)
     if fmt == "csv":
-        return pacsv.CSVWriter(sink, schema)
+        return CsvWriter(sink, schema)
     if fmt == "json":
-        return _JsonLinesWriter(sink, schema)
+        return JsonLinesWriter(sink, schema)
     raise InvalidArgumentError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
@@ -94,10 +91,11 @@ class TaskOutputWriter:
     def __init__(self, job: JobContext, task: TaskAttemptContext, sink: OutputSink) -> None:
         self.job, self.task, self.sink = job, task, sink
         self.max_records = job.options.max_records_per_file
-        self.ext = EXTENSIONS[job.format]
+        self.ext = EXTENSIONS[file_format(job.format)]
         self._open: dict[str, _OpenFile] = {}
         self._counters: dict[str, int] = {}
         self.files: list[WrittenFile] = []
+        self.rows = 0  # written so far, into every file
 
     def _name(self, directory: str) -> str:
         counter = self._counters.get(directory, 0)
@@ -114,14 +112,21 @@ class TaskOutputWriter:
             current = None
         if current is None:
             relpath = self._name(directory)
+            check_key(self.job.location, relpath)
             stream = self.sink.open(relpath)
             writer = _open_format_writer(self.job.format, stream, schema)
             current = self._open[directory] = _OpenFile(relpath, stream, writer, partition)
         return current
 
+    @property
+    def written(self) -> int:
+        """Bytes in the files so far: closed ones, and what open ones have flushed."""
+        return sum(f.size for f in self.files) + sum(o.stream.tell() for o in self._open.values())
+
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        self.rows += batch.num_rows
         for directory, partition, rows in split_by_partition(batch, self.job.partition_by):
             offset = 0
             while offset < rows.num_rows:
@@ -146,7 +151,8 @@ class TaskOutputWriter:
         current.writer.close()
         size = current.stream.tell()
         current.stream.close()
-        written = WrittenFile(current.relpath, current.rows, size, current.partition)
+        footer = getattr(current.writer, "footer", None)
+        written = WrittenFile(current.relpath, current.rows, size, current.partition, footer)
         self.sink.finish(written)
         self.files.append(written)
 
@@ -208,13 +214,24 @@ def write_task_output(
     sink: OutputSink,
     schema: pa.Schema | None = None,
 ) -> list[WrittenFile]:
+    """Write one task's batches, cast to the canonical types (sparktypes) first.
+
+    After every batch the task's progress callback, if its engine set one, learns the rows and
+    bytes written so far (a Parquet file's bytes grow as its row groups are flushed).
+    """
     writer = TaskOutputWriter(job, task, sink)
+    report = TASK_PROGRESS.get()
+    canonical: dict[pa.Schema, pa.Schema] = {}
     try:
         for batch in batches:
-            schema = batch.schema
-            writer.write(batch)
+            if batch.schema not in canonical:
+                canonical[batch.schema] = canonical_schema(batch.schema)
+            schema = canonical[batch.schema]
+            writer.write(conform(batch, schema))
+            if report is not None:
+                report(writer.rows, writer.written)
         if writer.is_empty and task.partition == 0 and not job.partition_by and schema:
-            writer.write_empty(schema)
+            writer.write_empty(canonical_schema(schema))
     except BaseException:
         writer.abort()
         raise

@@ -1,7 +1,10 @@
-"""Shared fixtures: one moto S3 server process and one Spark session per test session.
+"""Shared fixtures: two S3 servers, one Spark session per test session.
 
-Every test that writes gets its own destination prefix (``dest``); after the test the fixture
-asserts that no multipart upload is left pending under that prefix.
+Every test that talks to S3 runs twice, against moto (a mock, quick) and against a one-node Ceph
+RGW (a production S3 server), through the ``s3_server`` fixture's two parameters. Choose with
+``S3COMMIT_TEST_ENDPOINTS=moto`` (or ``rgw``, or ``moto,rgw``: the default). Every test that
+writes gets its own destination prefix (``dest``); after the test the fixture asserts that no
+multipart upload is left pending under that prefix.
 """
 
 from __future__ import annotations
@@ -17,15 +20,31 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 from s3commit_sdk.sandbox import S3Sandbox, local_spark
+from s3commit_sdk.testing.rgw import RGWServer
 
 BUCKET = "test-bucket"
+SERVERS = {"moto": S3Sandbox, "rgw": RGWServer}
+ENDPOINTS = [e.strip() for e in os.environ.get("S3COMMIT_TEST_ENDPOINTS", "moto,rgw").split(",")]
+if unknown := set(ENDPOINTS) - set(SERVERS):
+    raise ValueError(f"S3COMMIT_TEST_ENDPOINTS: unknown {sorted(unknown)}; use moto and/or rgw")
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    """The moto server process on 127.0.0.1, with its endpoint exported to boto3."""
-    with S3Sandbox(bucket=BUCKET) as sandbox:
-        yield sandbox
+@pytest.fixture(scope="session", params=ENDPOINTS)
+def s3_server(request):
+    """An S3 server process on 127.0.0.1 (moto or Ceph RGW), its endpoint exported to boto3."""
+    with SERVERS[request.param](bucket=BUCKET) as server:
+        yield server
+
+
+def differs_on(s3_server, kind: str, why: str) -> bool:
+    """Where a server answers differently from S3, a test says so by name; never a silent skip.
+
+    Returns True on that server so the test can take its documented branch.
+    """
+    if s3_server.kind != kind:
+        return False
+    print(f"[{kind} differs from S3] {why}")
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +54,12 @@ def s3(s3_server):
 
 
 @pytest.fixture(scope="session")
-def spark(s3_server):
-    """Real Spark, ``local[2,3]``: two cores, a failed task is retried (3 attempts)."""
+def spark():
+    """Real Spark, ``local[2,3]``: two cores, a failed task is retried (3 attempts).
+
+    Independent of the S3 server: the driver resolves the endpoint per job and ships it to the
+    tasks, so one session serves both servers.
+    """
     session = local_spark("local[2,3]", app_name="s3commit-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session

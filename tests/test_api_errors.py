@@ -49,7 +49,18 @@ def test_bad_arguments_raise_value_errors_and_upload_nothing(s3, dest, kwargs, e
 
 
 @pytest.mark.parametrize(
-    "path", ["s3://", "s3:///prefix", "bucket/prefix", "/tmp/out", "gs://b/x", "s3://b/a//c", ""]
+    "path",
+    [
+        "s3://",
+        "s3:///prefix",
+        "bucket/prefix",
+        "/tmp/out",
+        "gs://b/x",
+        "s3://b/a//c",
+        "",
+        "s3://b/nul\x00here",  # S3 keys cannot carry NUL
+        "s3://b/" + "k" * 1000,  # no room left below it for file names (keys: 1024 bytes)
+    ],
 )
 def test_bad_paths(s3_server, path):
     with pytest.raises(InvalidPathError) as info:

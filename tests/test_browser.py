@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,7 +222,8 @@ def test_pending_uploads_abort_in_a_real_browser(voila, s3, dest, tmp_path):
             expect(panels.nth(0)).to_contain_text("Committed 12 file(s)")
             expect(panels.nth(0)).to_contain_text("4 / 4 tasks")
             expect(panels.nth(1)).to_contain_text("Failed during job setup")
-            expect(panels.nth(1)).to_contain_text("What to do")
+            expect(panels.nth(1)).to_contain_text("already holds data")  # the error's own text
+            expect(panels.nth(1)).to_contain_text("Checked after the failure: no upload")
             screenshot(page, panels, DOCS / "widget-commit-progress.png")
 
             # PendingUploads: the hostile key is text, not markup
@@ -261,3 +263,230 @@ def test_pending_uploads_abort_in_a_real_browser(voila, s3, dest, tmp_path):
     assert remaining == {leftovers["hostile"]}
     for name in ("commit-progress", "pending-uploads", "success-report"):
         assert (DOCS / f"widget-{name}.png").stat().st_size > 5_000
+
+
+# -- JupyterLab: progress inside one task, and Kernel > Interrupt -------------------------------
+LAB_ROWS = 10_000_000
+LAB_CELLS = [
+    """
+import time
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from s3commit_sdk import write_committed
+from s3commit_sdk.sandbox import S3Sandbox, local_spark
+from s3commit_sdk.uploads import pending_uploads
+
+sandbox = S3Sandbox(bucket="lab").start()
+spark = local_spark("local[2]", app_name="lab")
+spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+rng = np.random.default_rng(7)
+big = pa.table({
+    "id": np.arange(ROWS),
+    "amount": rng.random(ROWS),
+    "user": pa.array(np.char.add("user-", rng.integers(0, 10**9, ROWS).astype(str))),
+})
+print("READY")
+""",
+    """
+# one large task, in this process: the bar counts rows
+one_task = write_committed(big, "s3://lab/one-task", options={"tasks": 1})
+""",
+    """
+# one large Spark task, slowed by a Python UDF; the test interrupts it
+@F.udf("long")
+def slow(x):
+    time.sleep(0.0002)
+    return x
+
+spark_df = spark.range(0, 2_000_000, numPartitions=1).withColumn("y", slow("id"))
+write_committed(spark_df, "s3://lab/spark-one-task")
+""",
+    """
+print(len(pending_uploads("s3://lab/spark-one-task")), "pending after the interrupt")
+print("SANDBOX", "ALIVE" if sandbox.client().list_buckets()["Buckets"] else "GONE")
+""",
+]
+
+
+def lab_notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    sources = [c.replace("ROWS", str(LAB_ROWS)) for c in LAB_CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(c.strip()) for c in sources]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    return nb
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """JupyterLab on a free loopback port serving ``lab.ipynb``; yields its URL with the token."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (as `make setup` does)")
+    nbformat.write(lab_notebook(), tmp_path / "lab.ipynb")
+    port, token = free_port(), "s3commit-test"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), S3COMMIT_PROGRESS="")
+    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)  # no "get notified about news?" toast over the screenshots
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    log = open(tmp_path / "lab.log", "w")  # noqa: SIM115 (closed by stop())
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--no-browser",
+            "--allow-root",
+            f"--IdentityProvider.token={token}",
+            "--LabApp.expose_app_in_browser=True",
+            f"--ServerApp.root_dir={tmp_path}",
+            f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+            f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).close()
+                break
+            except OSError:
+                assert process.poll() is None, (tmp_path / "lab.log").read_text()
+                assert time.monotonic() < deadline, "JupyterLab did not start within 90 s"
+                time.sleep(0.5)
+        yield f"{base}/lab/tree/lab.ipynb?token={token}&reset"
+    finally:
+        stop(process, log)
+
+
+def panel_numbers(panel) -> dict[str, int]:
+    """The tasks line and the rows/bytes line of a CommitProgress panel, as numbers."""
+    text = panel.inner_text()
+    tasks = re.search(r"(\d+) / (\d+|\?) tasks(?:, (\d+) running)?", text)
+    rows = re.search(r"rows ([\d,]+)", text)
+    return {
+        "done": int(tasks[1]),
+        "running": int(tasks[3] or 0),
+        "rows": int(rows[1].replace(",", "")) if rows else 0,
+    }
+
+
+def bar_fraction(panel) -> float:
+    return panel.locator(".widget-hprogress .progress-bar").evaluate(
+        "bar => bar.getBoundingClientRect().width / bar.parentElement.getBoundingClientRect().width"
+    )
+
+
+def run_command(page, command: str) -> None:
+    """Start a JupyterLab command without waiting for it (run-all resolves when cells end)."""
+    page.evaluate("command => { window.jupyterapp.commands.execute(command); }", command)
+
+
+def run_all_when_the_kernel_listens(page, first_cell) -> None:
+    """Run all cells; again if the first has not started (the kernel connects after the page
+    reports idle)."""
+    prompt = first_cell.locator(".jp-InputPrompt")
+    for _ in range(6):
+        run_command(page, "notebook:run-all-cells")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
+                return
+            page.wait_for_timeout(500)
+    raise AssertionError("the kernel never started running the notebook")
+
+
+@pytest.mark.timeout(600)
+def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp_path):
+    """Run-all in a real JupyterLab: a single large task moves the bar (in-process engine) and
+    the counters (Spark); Kernel > Interrupt during the Spark task ends as an interrupt, with
+    what a listing found left, and the sandbox's S3 server survives it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    DOCS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1100})
+            page.goto(jupyterlab, wait_until="domcontentloaded", timeout=120_000)
+            page.locator(".jp-Notebook-ExecutionIndicator[data-status=idle]").wait_for(
+                timeout=120_000
+            )
+            cells = page.locator(".jp-Notebook .jp-CodeCell")
+            run_all_when_the_kernel_listens(page, cells.nth(0))
+            expect(cells.nth(0)).to_contain_text("READY", timeout=180_000)
+
+            # one large in-process task: the bar moves while "0 / 1 tasks, 1 running"
+            panel = cells.nth(1).locator(".s3commit-progress")
+            expect(panel).to_contain_text("1 running", timeout=120_000)
+            first, first_bar = panel_numbers(panel), bar_fraction(panel)
+            screenshot(page, panel, DOCS / "progress-one-task-1.png")
+            page.wait_for_timeout(2500)
+            second, second_bar = panel_numbers(panel), bar_fraction(panel)
+            screenshot(page, panel, DOCS / "progress-one-task-2.png")
+            assert first["done"] == second["done"] == 0, (first, second)
+            assert 0 < first["rows"] < second["rows"] < LAB_ROWS
+            assert 0 < first_bar < second_bar < 1
+            expect(panel).to_contain_text("Committed 1 file(s)", timeout=120_000)
+
+            # one large Spark task: rows grow while it runs; then Kernel > Interrupt
+            panel = cells.nth(2).locator(".s3commit-progress")
+            expect(panel).to_contain_text("1 running", timeout=180_000)
+            deadline = time.monotonic() + 120
+            while panel_numbers(panel)["rows"] == 0:
+                assert time.monotonic() < deadline, panel.inner_text()
+                page.wait_for_timeout(500)
+            before = panel_numbers(panel)
+            page.wait_for_timeout(5000)
+            after = panel_numbers(panel)
+            assert before["done"] == after["done"] == 0 and after["rows"] > before["rows"]
+            screenshot(page, panel, DOCS / "progress-spark-one-task.png")
+            run_command(page, "notebook:interrupt-kernel")
+            expect(panel).to_contain_text(
+                "Interrupted during tasks write + commit", timeout=120_000
+            )
+            expect(panel).to_contain_text("was aborted: nothing of it is visible")
+            expect(panel).to_contain_text("Checked after the failure: no upload of this job")
+            assert "progress-bar-warning" in panel.locator(
+                ".widget-hprogress .progress-bar"
+            ).get_attribute("class")
+            screenshot(page, panel, DOCS / "widget-interrupted.png")
+            error = cells.nth(2).locator(".jp-OutputArea-output[data-mime-type*='stderr']")
+            expect(error.last).to_contain_text("KeyboardInterrupt")
+            output = cells.nth(2).inner_text()
+            assert "TaskFailedError" not in output and "Answer from Java side" not in output
+
+            # the sandbox's server was not in the interrupted process group: it still answers
+            # (run-all's queued request for this cell was dropped with the interrupt: run it;
+            # a request that reaches the kernel while it still drops its queue is run again)
+            for _ in range(3):
+                cells.nth(3).locator(".cm-content").click()
+                page.keyboard.press("Control+Enter")
+                page.wait_for_timeout(15_000)
+                if "SANDBOX" in cells.nth(3).inner_text():
+                    break
+            expect(cells.nth(3)).to_contain_text("SANDBOX ALIVE", timeout=60_000)
+            expect(cells.nth(3)).to_contain_text("0 pending after the interrupt")
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    for name in ("progress-one-task-1", "progress-one-task-2", "widget-interrupted"):
+        assert (DOCS / f"{name}.png").stat().st_size > 5_000

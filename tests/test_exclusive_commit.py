@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pandas as pd
 import pytest
@@ -47,18 +48,20 @@ def test_unfinished_commit_blocks_new_jobs(s3, dest, committer):
 
 
 @pytest.mark.parametrize("committer", COMMITTERS)
-def test_marker_appearing_during_the_job_aborts_its_commit(spark, s3, dest, committer):
+def test_marker_appearing_during_the_job_aborts_its_commit(spark, s3, s3_server, dest, committer):
     """Another commit starts after this job's setup: this job must not intermingle output."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
     key, bucket = marker_key(dest), BUCKET
+    endpoint = s3_server.endpoint  # the workers' environment names the first server started
 
     def grab_marker(value):  # runs inside the tasks, after job setup
         import boto3
 
-        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
         return value
 
     df = spark.range(0, 20, numPartitions=2).withColumn("id", F.udf(grab_marker, LongType())("id"))
@@ -108,10 +111,15 @@ def test_journal_and_marker_are_gone_after_commit(s3, dest):
 def test_marker_create_that_landed_but_was_not_acknowledged(proxy, s3, s3_server, dest):
     """The conditional PUT of the marker reaches S3, the client sees a 500 and retries into a
     412 on its own marker: the job must recognise it and commit, leaving no marker behind."""
+    from s3commit_sdk.committers.exclusive import honours_conditional_create
     from s3commit_sdk.faultproxy import internal_error
+    from s3commit_sdk.paths import parse_s3_url
+    from s3commit_sdk.store import S3Settings
 
-    # PutObject 1 is the task's pendingset, 2 the journal, 3 the marker
-    proxy.set_rules([internal_error("PutObject", occurrences=[3], after=True)])
+    # the once-per-process check of the endpoint first, so that it makes no request below
+    assert honours_conditional_create(S3Settings(proxy.endpoint), parse_s3_url(dest.url))
+    # PutObject 1 is the task's pendingset, 2 the marker, 3 the journal
+    proxy.set_rules([internal_error("PutObject", occurrences=[2], after=True)])
     data = frame(10)
     result = write_committed(
         data, dest.url, committer="directory", options={"endpoint": proxy.endpoint, "tasks": 1}
@@ -150,3 +158,53 @@ def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, commi
     with pytest.raises(PendingSetError):
         driver.commit_job([messages[0], json.dumps(doc)], {})
     assert pending_uploads(s3, dest.dir) == [] and list_keys(s3, dest.dir) == []
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+def test_racing_replaces_leave_exactly_one_jobs_data(proxy, s3, s3_server, dest, committer):
+    """Job B's first commit request (held 1.5 s, as a throttled and retried PUT would be)
+    straddles job A's whole replace commit. Before the fix B listed what to replace before it
+    took the marker, deleted only that, and both jobs' data stayed visible."""
+    import pyarrow as pa
+
+    from s3commit_sdk.committers import make_committer
+    from s3commit_sdk.committers.exclusive import honours_conditional_create
+    from s3commit_sdk.faultproxy import delay
+    from s3commit_sdk.protocol import JobContext, execute_task
+
+    partition_by = () if committer == "directory" else ("day",)
+    write_committed(frame(4, 0), dest.url, committer="partitioned", partition_by=["day"])
+
+    def prepared(endpoint: str | None, start: int):
+        options = {"endpoint": endpoint} if endpoint else {}
+        job = JobContext.on_s3(dest.url, committer, options, "replace", partition_by)
+        honours_conditional_create(job.settings, job.location)  # before the rules below
+        driver = make_committer(job)
+        driver.setup_job()
+        batch = pa.record_batch({"id": list(range(start, start + 4)), "day": ["d1", "d2"] * 2})
+        return driver, [execute_task(job, 0, 0, [batch], batch.schema)]
+
+    job_a, messages_a = prepared(None, 100)
+    job_b, messages_b = prepared(proxy.endpoint, 200)
+    proxy.reset()
+    proxy.set_rules([delay(1500, "PutObject", occurrences=[1])])
+    outcome: dict[str, object] = {}
+
+    def commit_b() -> None:
+        try:
+            outcome["b"] = job_b.commit_job(messages_b, {})
+        except ConcurrentCommitError as exc:
+            outcome["b"] = exc
+
+    thread = threading.Thread(target=commit_b)
+    thread.start()
+    time.sleep(0.3)  # B's held request is in flight
+    job_a.commit_job(messages_a, {})
+    thread.join(60)
+    ids = sorted(int(r[1]) for r in read_back(s3_server, dest.prefix))  # (day, id)
+    if isinstance(outcome["b"], ConcurrentCommitError):
+        assert ids == list(range(100, 104))  # B left nothing behind
+    else:
+        assert ids == list(range(200, 204))  # B replaced A's data, all of it
+    assert pending_uploads(s3, dest.dir) == []
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []

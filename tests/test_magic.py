@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pyarrow as pa
@@ -13,11 +16,14 @@ from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
-from s3commit_sdk import ConflictError, write_committed
+from s3commit_sdk import ConflictError, StoreError, write_committed
 from s3commit_sdk.committers import make_committer
-from s3commit_sdk.committers.magic import magic_to_final
+from s3commit_sdk.committers.magic import DelayedCompletionStream, magic_to_final
+from s3commit_sdk.faultproxy import internal_error
+from s3commit_sdk.options import resolve_options
 from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, execute_task
+from s3commit_sdk.store import S3Settings, S3Store
 
 FIVE_MIB = 5 * 1024 * 1024
 
@@ -219,3 +225,67 @@ def test_record_batch_reader_streams_through_one_task(s3_server, dest, committer
     result = write_committed(reader, dest.url, committer=committer)
     assert [f.rows for f in result.files] == [50]
     assert read_back(s3_server, dest.prefix) == sorted((str(i),) for i in range(50))
+
+
+@pytest.mark.timeout(60)
+def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
+    """The first ``.pending`` PUT and the first upload abort fail, retries off: the task fails
+    typed, its other streams are aborted all the same, and no stream waits for a part that no
+    worker will run (the task's frames are collected with the error, as in a real driver)."""
+    days = ["d1", "d2", "d3"]
+    job = JobContext.on_s3(
+        dest.url,
+        "magic",
+        {"endpoint": proxy.endpoint, "retry.max-attempts": 1},
+        partition_by=("day",),
+    )
+    driver = make_committer(job)
+    driver.setup_job()
+    table = pa.table({"id": range(30), "day": days * 10})
+    proxy.set_rules(
+        [
+            internal_error("PutObject", occurrences=[1]),  # the first .pending
+            internal_error("AbortMultipartUpload", occurrences=[1]),
+        ]
+    )
+    # The task's frames outlive the error in reference cycles; in a driver the cyclic GC later
+    # frees them, thread pool and streams together. Do that here on a watched thread: a stream
+    # left open would wait in its finalizer for a part that the pool's exited workers never run.
+    # Logging is off meanwhile, since pytest's log capture would keep the frames alive.
+    gc.disable()
+    logging.disable(logging.CRITICAL)
+    try:
+        with pytest.raises(StoreError, match="InternalError"):
+            execute_task(job, partition=0, attempt=0, batches=table.to_batches())
+        collector = threading.Thread(target=gc.collect, daemon=True)
+        collector.start()
+        collector.join(30)
+    finally:
+        logging.disable(logging.NOTSET)
+        gc.enable()
+    assert not collector.is_alive(), "a stream finalizer is stuck waiting for an upload part"
+    assert proxy.counts["CreateMultipartUpload"] == len(days)
+    assert proxy.counts["AbortMultipartUpload"] == len(days)  # every stream, the failed one too
+    assert len(pending_uploads(s3, dest.dir)) == 1  # only the upload whose abort failed
+    driver.abort_job([])
+    assert pending_uploads(s3, dest.dir) == []
+    assert list_keys(s3, dest.dir) == []
+
+
+@pytest.mark.timeout(60)
+def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, dest):
+    """The last reference to an open stream dies on its pool's only worker, as when the cyclic
+    GC runs there: its finalizer must neither upload a part nor wait for that very worker."""
+    options = resolve_options({"endpoint": proxy.endpoint, "retry.max-attempts": 1})
+    store = S3Store(S3Settings.resolve(options))
+    pool = ThreadPoolExecutor(1, "test-stream")
+    key = dest.dir + "dropped.bin"
+    held = [DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, pool, threading.Semaphore(3))]
+    held[0].write(b"unfinished")
+    upload_id = held[0].upload_id
+    try:
+        pool.submit(held.clear).result(timeout=20)  # FutureTimeout: the worker waits for itself
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
+    assert proxy.counts.get("UploadPart", 0) == 0

@@ -20,6 +20,7 @@ from s3commit_sdk import write_committed
 from s3commit_sdk.uploads import job_of_key
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "02_daily_partition_update.ipynb"
+NOTEBOOK_07 = Path(__file__).parents[1] / "notebooks" / "07_delta_partition_replace.ipynb"
 DAYS = ["2026-11-20", "2026-11-21", "2026-11-22"]
 
 
@@ -35,8 +36,8 @@ def partitions(s3, prefix: str) -> dict[str, dict[str, str]]:
     return found
 
 
-def seed(url: str) -> None:
-    """Version 1 of three days, with the schema the notebook writes (Spark's types)."""
+def seed(url: str, **kwargs) -> None:
+    """Version 1 of three days, with the schema the notebooks write (Spark's types)."""
     n = 30
     rows = {
         "id": pa.array([i for _ in DAYS for i in range(n)], pa.int64()),
@@ -45,15 +46,15 @@ def seed(url: str) -> None:
         "version": pa.array([1] * (n * len(DAYS)), pa.int32()),
         "day": [day for day in DAYS for _ in range(n)],
     }
-    write_committed(pa.table(rows), url, partition_by=["day"], progress=False)
+    write_committed(pa.table(rows), url, partition_by=["day"], progress=False, **kwargs)
 
 
-def run(tmp_path: Path, url: str, run_date: str) -> dict:
-    output = tmp_path / f"02-{run_date}.ipynb"
+def run(tmp_path: Path, url: str, run_date: str, notebook: Path = NOTEBOOK, **params) -> dict:
+    output = tmp_path / f"{notebook.name[:2]}-{run_date}.ipynb"
     papermill.execute_notebook(
-        str(NOTEBOOK),
+        str(notebook),
         str(output),
-        parameters={"run_date": run_date, "dest": url, "conflict_mode": "replace"},
+        parameters={"run_date": run_date, "dest": url, **params},
         kernel_name="python3",
         cwd=str(NOTEBOOK.parent),
         progress_bar=False,
@@ -85,7 +86,7 @@ def test_two_daily_runs_replace_only_their_partition(s3, dest, tmp_path):
     seeded = partitions(s3, dest.prefix)
     assert sorted(seeded) == [f"day={d}" for d in DAYS]
 
-    first = run(tmp_path, dest.url, "2026-11-21")
+    first = run(tmp_path, dest.url, "2026-11-21", conflict_mode="replace")
     after_first = partitions(s3, dest.prefix)
     assert after_first["day=2026-11-20"] == seeded["day=2026-11-20"]
     assert after_first["day=2026-11-22"] == seeded["day=2026-11-22"]
@@ -95,7 +96,7 @@ def test_two_daily_runs_replace_only_their_partition(s3, dest, tmp_path):
     assert changes_of(first)["replaced"] == ["day=2026-11-21"]
     assert changes_of(first)["untouched"] == ["day=2026-11-20", "day=2026-11-22"]
 
-    second = run(tmp_path, dest.url, "2026-11-22")
+    second = run(tmp_path, dest.url, "2026-11-22", conflict_mode="replace")
     after_second = partitions(s3, dest.prefix)
     assert after_second["day=2026-11-20"] == seeded["day=2026-11-20"]
     assert after_second["day=2026-11-21"] == after_first["day=2026-11-21"]  # the first run's
@@ -113,3 +114,32 @@ def test_two_daily_runs_replace_only_their_partition(s3, dest, tmp_path):
     for notebook in (first, second):
         bars = [m for m in widget_models(notebook) if m.get("_model_name") == "IntProgressModel"]
         assert any(b.get("bar_style") == "success" and b["value"] == b["max"] for b in bars)
+
+
+def printed(notebook: dict) -> list[str]:
+    return [
+        line
+        for cell in notebook["cells"]
+        for out in cell.get("outputs", [])
+        for line in "".join(out.get("text", "")).splitlines()
+    ]
+
+
+@pytest.mark.timeout(900)
+def test_delta_notebook_replaces_a_day_and_travels_back(s3_server, s3, dest, tmp_path):
+    """Notebook 07 on an existing Delta table: one new version; the previous one still reads
+    the replaced day's old rows."""
+    from deltalake import DeltaTable
+
+    seed(dest.url, format="delta")
+    notebook = run(tmp_path, dest.url, "2026-11-21", NOTEBOOK_07)
+    lines = printed(notebook)
+    assert "this run produced version 1 = 1" in lines
+    assert "2026-11-21 {'version 2': 2000}" in lines  # the current version
+    assert "2026-11-21 {'version 1': 30}" in lines  # time travel to version 0
+    assert "0 pending uploads" in lines
+    options = {**s3_server.env, "AWS_ALLOW_HTTP": "true"}
+    history = DeltaTable(dest.url, storage_options=options).history()
+    assert [h["version"] for h in history] == [1, 0]
+    success = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    assert success["deltaVersion"] == 1 and success["jobId"] == history[0]["s3commit.jobId"]

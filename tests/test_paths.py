@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import os
 
+import pandas as pd
+import pyarrow as pa
 import pytest
+from conftest import download, list_keys, pending_uploads, visible_keys
 
-from s3commit_sdk.errors import InvalidPathError, S3CommitError
+from s3commit_sdk import write_committed
+from s3commit_sdk.errors import InvalidArgumentError, InvalidPathError, S3CommitError
 from s3commit_sdk.paths import (
     HIVE_DEFAULT_PARTITION,
+    MAX_KEY_BYTES,
+    NAME_ROOM,
     S3Location,
     is_hidden,
+    parse_destination,
     parse_s3_url,
     partition_dir,
 )
@@ -272,3 +280,199 @@ def test_partition_dir_null_and_empty_are_default_partition():
     )
     with pytest.raises(ValueError):
         partition_dir(["a", "b"], ["only one"])
+
+
+# -- every partitionable type, end to end, against Spark's partitionBy -----------------------
+
+UTC = dt.timezone.utc
+D = decimal.Decimal
+NAN, INF = float("nan"), float("inf")
+
+
+def _partition_matrix(spark):
+    """One column per partitionable Spark type; each row is its own partition (row 2: nulls)."""
+    from pyspark.sql.types import (
+        BooleanType,
+        ByteType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    columns = [
+        ("b", ByteType(), [1, -128, None, 127, 0]),
+        ("s", ShortType(), [2, -32768, None, 32767, 0]),
+        ("i", IntegerType(), [3, -(2**31), None, 2**31 - 1, 0]),
+        ("l", LongType(), [4, -(2**63), None, 2**63 - 1, 0]),
+        ("f", FloatType(), [0.1, NAN, None, -INF, 3.4e38]),
+        ("d", DoubleType(), [1e7, INF, None, 1.5e-5, 123456789.125]),
+        ("d52", DecimalType(5, 2), [D("1.50"), D("-999.99"), None, D("0.00"), D("0.01")]),
+        ("d184", DecimalType(18, 4), [D("-12.3400"), D("1E+13"), None, D("0.0001"), D("1")]),
+        ("d3810", DecimalType(38, 10), [D("0E-10"), D("1E-10"), None, D("12.5"), D("-1E-7")]),
+        ("str", StringType(), ["a b", "é/=%:", None, "", "東京"]),
+        ("bool", BooleanType(), [True, False, None, True, False]),
+        (
+            "day",
+            DateType(),
+            [
+                dt.date(2024, 2, 29),
+                dt.date(1, 1, 1),
+                None,
+                dt.date(9999, 12, 31),
+                dt.date(1582, 10, 4),
+            ],
+        ),
+        (
+            "ts",
+            TimestampType(),
+            [
+                dt.datetime(2024, 1, 2, 3, 4, 5, 120000, tzinfo=UTC),
+                dt.datetime(1900, 1, 1, tzinfo=UTC),  # local mean time in Paris: +00:09:21
+                None,
+                dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC),  # 02:30 (+02:00) in Paris
+                dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            ],
+        ),
+        (
+            "ntz",
+            TimestampNTZType(),
+            [
+                dt.datetime(2024, 1, 2, 3, 4, 5, 1),
+                dt.datetime(1, 1, 1),
+                None,
+                dt.datetime(2026, 3, 29, 2, 30),
+                dt.datetime(2000, 1, 1),
+            ],
+        ),
+    ]
+    schema = StructType(
+        [StructField("id", IntegerType())] + [StructField(n, t) for n, t, _ in columns]
+    )
+    rows = [(n, *row) for n, row in enumerate(zip(*(v for _, _, v in columns), strict=True))]
+    return spark.createDataFrame(rows, schema), [name for name, _, _ in columns]
+
+
+def _our_partition_dirs(s3, dest) -> set[str]:
+    return {key[len(dest.dir) :].rsplit("/", 1)[0] for key in visible_keys(s3, dest.dir)}
+
+
+@contextlib.contextmanager
+def _session_zone(spark, zone: str):
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris"])
+def test_every_partitionable_type_renders_as_spark_renders_it(spark, s3, dest, tmp_path, zone):
+    with _session_zone(spark, zone):
+        df, columns = _partition_matrix(spark)
+        root = str(tmp_path / "spark")
+        df.write.partitionBy(*columns).parquet("file://" + root)
+        write_committed(df, dest.url, partition_by=columns)
+    spark_dirs = _leaf_partition_dirs(root)
+    assert len(spark_dirs) == df.count()
+    _assert_same_dirs(_our_partition_dirs(s3, dest), spark_dirs)
+
+
+def test_arrow_input_partitions_as_spark_in_utc(spark, s3, dest, tmp_path):
+    """The same values as a pyarrow Table name the same directories as Spark's in UTC."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    with _session_zone(spark, "UTC"):
+        df, columns = _partition_matrix(spark)
+        root = str(tmp_path / "spark")
+        df.write.partitionBy(*columns).parquet("file://" + root)
+        table = pa.Table.from_pylist(
+            [row.asDict() for row in df.collect()], to_arrow_schema(df.schema, timezone="UTC")
+        )
+    write_committed(table, dest.url, partition_by=columns)
+    _assert_same_dirs(_our_partition_dirs(s3, dest), _leaf_partition_dirs(root))
+
+
+# -- instants that differ never share a directory ------------------------------------------
+
+FALL_BACK = [  # the night Paris puts its clocks back: both are 02:30 on the wall
+    dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC),
+    dt.datetime(2026, 10, 25, 1, 30, tzinfo=UTC),
+]
+
+
+def test_pandas_instants_partition_in_utc_and_read_back_exactly(spark, s3, dest, tmp_path):
+    frame = pd.DataFrame({"id": [1, 2], "ts": pd.to_datetime(FALL_BACK).tz_convert("Europe/Paris")})
+    write_committed(frame, dest.url, partition_by="ts")
+    assert _our_partition_dirs(s3, dest) == {
+        "ts=2026-10-25 00%3A30%3A00",
+        "ts=2026-10-25 01%3A30%3A00",
+    }
+    with _session_zone(spark, "UTC"):
+        back = spark.read.parquet("file://" + download(s3, dest.prefix, tmp_path / "ours"))
+        instants = sorted(row.ts.replace(tzinfo=UTC) for row in back.collect())
+    assert instants == FALL_BACK
+
+
+def test_spark_refuses_the_second_instant_of_a_repeated_hour(spark, s3, dest, tmp_path):
+    """Spark itself writes both instants into one directory and reads one instant back."""
+    with _session_zone(spark, "Europe/Paris"):
+        df = spark.createDataFrame([(1, FALL_BACK[0]), (2, FALL_BACK[1])], "id int, ts timestamp")
+        root = str(tmp_path / "spark")
+        df.write.partitionBy("ts").parquet("file://" + root)
+        assert _leaf_partition_dirs(root) == {"ts=2026-10-25 02%3A30%3A00"}
+        with pytest.raises(InvalidArgumentError, match="clocks go back"):
+            write_committed(df, dest.url, partition_by="ts")
+    assert pending_uploads(s3, dest.dir) == [] and list_keys(s3, dest.dir) == []
+
+
+# -- characters and lengths S3 keys cannot carry -------------------------------------------
+
+
+def test_nul_in_a_partition_value_is_escaped_and_reads_back(spark, s3, dest, tmp_path):
+    frame = pd.DataFrame({"id": [1, 2], "p": ["a\x00b", "plain"]})
+    write_committed(frame, dest.url, partition_by="p")
+    assert _our_partition_dirs(s3, dest) == {"p=a%00b", "p=plain"}
+    back = spark.read.parquet("file://" + download(s3, dest.prefix, tmp_path / "ours"))
+    assert sorted(row.p for row in back.collect()) == ["a\x00b", "plain"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://b/a\x00b",
+        "s3://b/tab\there",
+        "s3://b/del\x7f",
+        "s3://b/x\ufffe",
+        "s3://b/" + "x" * (MAX_KEY_BYTES - NAME_ROOM),
+        "s3://b/" + "é" * ((MAX_KEY_BYTES - NAME_ROOM) // 2),
+        "file:///tmp/a\x00b",
+    ],
+)
+def test_destinations_s3_cannot_carry_are_refused(url):
+    with pytest.raises(InvalidPathError, match=r"U\+|bytes"):
+        parse_destination(url)
+
+
+def test_longest_destination_leaves_room_for_the_files():
+    longest = "s3://b/" + "x" * (MAX_KEY_BYTES - NAME_ROOM - 1)
+    assert len(parse_s3_url(longest).dir_prefix.encode()) == MAX_KEY_BYTES - NAME_ROOM
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_partition_key_over_1024_bytes_is_refused_naming_it(spark, s3, dest, engine):
+    frame = pd.DataFrame({"id": [1, 2], "p": ["short", "ü" * 500]})
+    data = spark.createDataFrame(frame) if engine == "spark" else frame
+    with pytest.raises(InvalidPathError, match="1024") as info:
+        write_committed(data, dest.url, partition_by="p")
+    assert "p=üüü" in str(info.value) and dest.prefix in str(info.value)
+    assert pending_uploads(s3, dest.dir) == [] and visible_keys(s3, dest.dir) == []

@@ -45,7 +45,9 @@ def test_failure_is_reported(spark, dest):
     from pyspark.sql import functions as F
 
     events = []
-    df = spark.range(0, 10, numPartitions=1).withColumn("x", F.expr("raise_error('boom')"))
+    df = spark.range(0, 10, numPartitions=1).withColumn(
+        "x", F.expr("cast(raise_error('boom') as int)")
+    )
     with pytest.raises(TaskFailedError):
         write_committed(df, dest.url, progress=events.append)
     assert events[-1].phase == "failed" and "boom" in events[-1].message

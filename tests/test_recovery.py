@@ -8,6 +8,7 @@ or of no run at all, with zero pending uploads either way, and be idempotent.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -28,13 +29,14 @@ from s3commit_sdk.recovery import abort, recover
 DRIVER = Path(__file__).with_name("crash_driver.py")
 OLD_DAYS, NEW_DAYS = ["d1", "d2"], ["d2", "d3"]
 # (operation, occurrence): where the driver dies. With threads=1 and 3 tasks x 2 days there are
-# 6 completions; DeleteObjects 1 is the replace delete, 2 the metadata cleanup, 3 the release.
+# 6 completions; DeleteObjects 1 removes the driver process's conditional-PUT probe (job
+# setup), 2 is the replace delete, 3 the metadata cleanup, 4 the release.
 CRASH_POINTS = {
     "after-journal": ("CompleteMultipartUpload", 1),
     "after-2-of-6-completions": ("CompleteMultipartUpload", 3),
-    "before-replace-deletes": ("DeleteObjects", 1),
-    "before-cleanup": ("DeleteObjects", 2),
-    "after-success": ("DeleteObjects", 3),
+    "before-replace-deletes": ("DeleteObjects", 2),
+    "before-cleanup": ("DeleteObjects", 3),
+    "after-success": ("DeleteObjects", 4),
 }
 
 
@@ -144,7 +146,8 @@ def test_abort_rolls_back(crashed, s3, dest):
 
 @pytest.mark.parametrize("crashed", [("partitioned", "after-2-of-6-completions")], indirect=True)
 def test_tampered_journal(crashed, s3, dest, capsys):
-    """recover refuses and changes nothing; abort still cleans every upload of the job."""
+    """recover refuses and changes nothing; abort deletes the job's visible files only when
+    told to (it lists them first), and cleans every upload of the job."""
     _, _, before = crashed
     journals = [k for k in list_keys(s3, dest.dir + "__s3commit/") if k.endswith("journal.json")]
     body = s3.get_object(Bucket=BUCKET, Key=journals[0])["Body"].read()
@@ -158,8 +161,14 @@ def test_tampered_journal(crashed, s3, dest, capsys):
     assert cli(["recover", dest.url]) == 1
     assert "Nothing was changed" in capsys.readouterr().err
     assert state(s3, dest.prefix) == visible and pending_uploads(s3, dest.dir) == uploads
-    assert cli(["abort", dest.url]) == 0
-    assert "journal not usable" in capsys.readouterr().out
+    assert cli(["abort", dest.url]) == 1  # the 2 completed files: no journal vouches for them
+    out, err = capsys.readouterr()
+    assert "journal not usable" in out and "Nothing was changed" in err
+    assert state(s3, dest.prefix) == visible and pending_uploads(s3, dest.dir) == uploads
+    assert cli(["abort", dest.url, "--delete-visible"]) == 0
+    out = capsys.readouterr().out
+    new_files = sorted(set(visible) - set(before))
+    assert len(new_files) == 2 and all(f"s3://{BUCKET}/{k}" in out for k in new_files)
     assert state(s3, dest.prefix) == before
     assert pending_uploads(s3, dest.dir) == []
     assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
@@ -181,3 +190,80 @@ def test_nothing_to_recover(s3, dest):
     run(spec(dest.url, "partitioned", 1, OLD_DAYS, None))
     assert recover(dest.url).lines() == [f"no unfinished commit at {dest.url}"]
     assert abort(dest.url).job_id is None
+
+
+MARKER = "__s3commit/COMMIT_IN_PROGRESS"
+
+
+def put_marker(s3, dest, job_id: str) -> None:
+    """A commit marker with no journal behind it: stale, forged, or its journal lost."""
+    journal = f"{dest.dir}__s3commit/{job_id}/journal.json"
+    body = json.dumps({"jobId": job_id, "journal": journal}).encode()
+    s3.put_object(Bucket=BUCKET, Key=dest.dir + MARKER, Body=body)
+
+
+def test_abort_refuses_a_marker_naming_no_job_uuid(s3, dest, capsys):
+    """``{"jobId": "part"}`` matched every file name; now nothing is chosen by it."""
+    run(spec(dest.url, "partitioned", 1, OLD_DAYS, None))
+    before = state(s3, dest.prefix)
+    put_marker(s3, dest, "part")
+    assert cli(["abort", dest.url]) == 1
+    err = capsys.readouterr().err
+    assert "names job 'part', not a job UUID" in err and "Nothing was changed" in err
+    assert state(s3, dest.prefix) == before
+    assert list_keys(s3, dest.dir + MARKER)  # still held: the user decides
+    s3.delete_object(Bucket=BUCKET, Key=dest.dir + MARKER)
+
+
+class Terminal(io.StringIO):
+    """Answers typed at an interactive prompt."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_abort_without_journal_deletes_no_visible_object_unasked(s3, dest, capsys, monkeypatch):
+    """A marker naming the job that wrote the data already there, and no journal: abort lists
+    that data and changes nothing until told; --keep-visible then cleans only the job's
+    pending upload (named as ours name them) and releases the destination."""
+    run(spec(dest.url, "partitioned", 1, OLD_DAYS, None))
+    job = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    job_id = job["jobId"]
+    before = state(s3, dest.prefix)
+    put_marker(s3, dest, job_id)
+    named = f"{dest.dir}day=d9/part-00007-{job_id}.c000.snappy.parquet"
+    elsewhere = f"{dest.dir}notes/{job_id}.txt"  # the UUID, but not where our names put it
+    uploads = {
+        k: s3.create_multipart_upload(Bucket=BUCKET, Key=k)["UploadId"] for k in (named, elsewhere)
+    }
+    try:
+        with pytest.raises(CommitError, match="Nothing was changed") as refused:
+            abort(dest.url)
+        assert f"{dest.dir}_SUCCESS" in str(refused.value) and "--keep-visible" in str(
+            refused.value
+        )
+        assert cli(["abort", dest.url, "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        assert "dry run: nothing changed" in out
+        assert all(f"s3://{BUCKET}/{k}" in out for k in before)
+        assert "pending uploads to abort: 1" in out
+        assert state(s3, dest.prefix) == before
+        assert len(pending_uploads(s3, dest.dir)) == 2
+
+        monkeypatch.setattr(sys, "stdin", Terminal("no\n"))
+        assert cli(["abort", dest.url, "--delete-visible"]) == 1  # asked at a terminal
+        out = capsys.readouterr().out
+        assert "Delete these 5 visible object(s)? (yes/no)" in out and "nothing changed" in out
+        assert state(s3, dest.prefix) == before and len(pending_uploads(s3, dest.dir)) == 2
+
+        assert cli(["abort", dest.url, "--keep-visible"]) == 0
+        assert "kept visible objects: 5" in capsys.readouterr().out  # 4 files and _SUCCESS
+        assert state(s3, dest.prefix) == before
+        assert list_keys(s3, dest.dir + "_SUCCESS")
+        assert [u["Key"] for u in pending_uploads(s3, dest.dir)] == [elsewhere]
+        assert list_keys(s3, dest.dir + "__s3commit/") == []
+    finally:
+        for key, upload_id in uploads.items():
+            if pending_uploads(s3, key):
+                s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
+        s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": dest.dir + MARKER}]})

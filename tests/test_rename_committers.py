@@ -131,7 +131,7 @@ def test_injected_rename_failure_names_what_became_visible(tmp_path):
     # 3 tasks save 3 manifests (renames 1-3); the job's 2nd file rename fails
     FAULTS[url] = FaultPlan(fail_rename_at={5})
     try:
-        with pytest.raises(CommitError, match="1 of 4 files had already become visible") as info:
+        with pytest.raises(CommitError, match="2 of 4 renames had started") as info:
             write_committed(
                 frame({"d1": 9, "d2": 9}),
                 url,
@@ -142,8 +142,9 @@ def test_injected_rename_failure_names_what_became_visible(tmp_path):
     finally:
         del FAULTS[url]
     fs = fsspec.filesystem("memory")
-    visible = [p for p in fs.find(root) if "_temporary" not in p]
-    assert len(visible) == 1 and visible[0].rsplit("/", 1)[1] in str(info.value)
+    # the one file that had become visible was removed again, and the error says so
+    assert [p for p in fs.find(root) if "_temporary" not in p] == []
+    assert "nothing of it is visible" in str(info.value)
     assert not fs.exists(f"{root}/_temporary")
     fs.rm(root, recursive=True)
 
@@ -166,7 +167,9 @@ def test_nothing_of_temporary_remains_after_abort(spark, tmp_path, committer, op
     from pyspark.sql import functions as F
 
     root = str(tmp_path / "aborted")
-    df = spark.range(0, 30, numPartitions=3).withColumn("x", F.expr("raise_error('boom')"))
+    df = spark.range(0, 30, numPartitions=3).withColumn(
+        "x", F.expr("raise_error('boom')").cast("string")
+    )
     with pytest.raises(TaskFailedError):
         write_committed(df, f"file://{root}", committer=committer, options=options)
     assert not os.path.exists(f"{root}/_temporary")

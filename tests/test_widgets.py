@@ -74,7 +74,7 @@ def test_commit_progress_shows_the_error_and_what_to_do(spark, dest):
 
     panel = CommitProgress()
     df = spark.range(0, 10, numPartitions=1).withColumn(
-        "x", F.expr("raise_error('bad row <img src=x onerror=alert(1)>')")
+        "x", F.expr("cast(raise_error('bad row <img src=x onerror=alert(1)>') as int)")
     )
     with pytest.raises(TaskFailedError):
         write_committed(df, dest.url, progress=panel)

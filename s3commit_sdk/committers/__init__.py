@@ -27,4 +27,8 @@ def make_committer(job: JobContext) -> Committer:
         raise InvalidArgumentError(
             f"unknown committer {job.committer!r}; available: {', '.join(COMMITTERS)}"
         ) from None
+    if job.format == "delta":  # imported here: deltalake is an optional dependency
+        from .delta import DELTA_COMMITTERS
+
+        cls = DELTA_COMMITTERS[job.committer]
     return cls(job)

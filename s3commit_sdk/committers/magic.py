@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
@@ -44,6 +44,8 @@ class DelayedCompletionStream(io.RawIOBase):
     Parts of ``part_size`` bytes go to a shared pool as soon as they fill; ``slots`` bounds how
     many parts of the task may be queued or in flight, so memory does not grow with file size.
     ``close()`` waits for the parts and records their ETags; ``abort()`` aborts the upload.
+    Nothing ever waits on a pool that is shut down: a part it will never run is cancelled,
+    which frees its slot, and a new part is refused at once.
     """
 
     def __init__(
@@ -90,13 +92,18 @@ class DelayedCompletionStream(io.RawIOBase):
                 raise done.exception()
         self._slots.acquire()
         number = len(self._parts) + 1
-        self._parts.append(self._pool.submit(self._upload, number, body))
+        try:
+            part = self._pool.submit(self._upload, number, body)
+        except RuntimeError as exc:  # the pool is shut down: no worker would ever run the part
+            self._slots.release()
+            raise RuntimeError(
+                f"the upload stream of {self.key!r} was used after its task was aborted"
+            ) from exc
+        part.add_done_callback(lambda _: self._slots.release())  # run, failed or cancelled
+        self._parts.append(part)
 
     def _upload(self, number: int, body: bytes) -> str:
-        try:
-            return self.store.upload_part(self.bucket, self.key, self.upload_id, number, body)
-        finally:
-            self._slots.release()
+        return self.store.upload_part(self.bucket, self.key, self.upload_id, number, body)
 
     def close(self) -> None:
         """Upload what is buffered and wait for every part; the upload stays pending."""
@@ -112,12 +119,29 @@ class DelayedCompletionStream(io.RawIOBase):
             super().close()
 
     def abort(self) -> None:
+        """Drop queued parts, wait for those in flight (none may land later), abort the upload.
+
+        The stream counts as closed even when the abort request fails.
+        """
         self.aborted = True
         self._buffer.clear()
-        for part in self._parts:
-            part.exception()  # wait for parts in flight, so none lands after the abort
-        self.store.abort(self.bucket, self.key, self.upload_id)
-        super().close()
+        try:
+            for part in self._parts:
+                part.cancel()
+            wait(self._parts)
+            self.store.abort(self.bucket, self.key, self.upload_id)
+        finally:
+            super().close()
+
+    def __del__(self) -> None:
+        """A stream dropped open uploads nothing and waits for nothing.
+
+        Its finalizer may run on a worker of its own pool, or after that pool's workers left;
+        IOBase's would call ``close()`` and wait there forever. The upload stays pending for
+        the job's abort, which lists it.
+        """
+        if not self.closed:
+            io.RawIOBase.close(self)
 
 
 class StreamingSink(OutputSink):
@@ -179,8 +203,9 @@ class MagicSink(StreamingSink):
         self.committer.store.put(
             stream.bucket, self.magic_key(written.relpath) + ".pending", commit.to_json().encode()
         )
+        # no job-alive check here: the one after the task's pendingset follows every .pending
+        # of the attempt, and a failed check aborts the attempt, which removes them
         self.commits[written.relpath] = commit
-        self.committer.ensure_job_alive()  # after the .pending: see ensure_job_alive
 
 
 class MagicCommitter(S3Committer):
@@ -235,19 +260,41 @@ class MagicCommitter(S3Committer):
         return pendingset.to_json()
 
     def abort_task(self, task: TaskAttemptContext) -> None:
-        """Abort every upload of this attempt: the ones it opened and any its .pending name."""
+        """Abort every upload of this attempt: the ones it opened and any its .pending name.
+
+        One failed request stops nothing else: every stream is aborted and the pool is shut
+        down whatever fails; the first error is raised at the end.
+        """
+        errors: list[Exception] = []
         aborted = set()
         if self._sink is not None:
-            for stream in self._sink.streams.values():
-                if not stream.aborted:
-                    stream.abort()
-                aborted.add(stream.upload_id)
-            self._sink.pool.shutdown(wait=True)
+            try:
+                for stream in self._sink.streams.values():
+                    if not stream.aborted:
+                        _collect(errors, stream.abort)
+                    aborted.add(stream.upload_id)
+            finally:
+                self._sink.pool.shutdown(wait=True, cancel_futures=True)
         bucket = self.location.bucket
-        metadata = list(self.store.list_objects(bucket, self.attempt_prefix(task)))
+        prefix = self.attempt_prefix(task)
+        metadata = _collect(errors, lambda: list(self.store.list_objects(bucket, prefix))) or []
         for info in metadata:
-            for commit in load_commits_quietly(self.store.get(bucket, info.key)):
+            body = _collect(errors, self.store.get, bucket, info.key)
+            for commit in load_commits_quietly(body) if body is not None else []:
                 if commit.uploadId not in aborted:
-                    self.store.abort(bucket, commit.destinationKey, commit.uploadId)
-        if self.delete_metadata:
-            self.store.delete_keys(bucket, [info.key for info in metadata])
+                    _collect(
+                        errors, self.store.abort, bucket, commit.destinationKey, commit.uploadId
+                    )
+        if self.delete_metadata and metadata:
+            _collect(errors, self.store.delete_keys, bucket, [info.key for info in metadata])
+        if errors:
+            raise errors[0]
+
+
+def _collect(errors: list[Exception], action, *args):
+    """``action(*args)``, its failure appended to ``errors`` instead of raised; None then."""
+    try:
+        return action(*args)
+    except Exception as exc:
+        errors.append(exc)
+        return None

@@ -103,31 +103,53 @@ class RenameCommitter(Committer):
         return [p for p in self.conflict.replaced(self.visible, partitions) if p not in new]
 
     def move_all(self, moves: list[tuple[str, str]]) -> None:
-        """Rename files in parallel; on a failure say exactly what became visible."""
-        done: list[str] = []
+        """Rename files in parallel; on a failure undo, then say what a listing still shows."""
+        sent: list[str] = []
         failed = threading.Event()
 
         def move(pair: tuple[str, str]) -> None:
             if failed.is_set():  # stop at the first failure: make no more visible
                 return
+            sent.append(pair[1])  # from here on it may be visible, whatever rename answers
             try:
                 self.store.rename(*pair)
             except BaseException:
                 failed.set()
                 raise
-            done.append(pair[1])
 
         try:
             self.parallel(move, moves)
         except S3CommitError as exc:
-            shown = ", ".join(self.location.url(p) for p in sorted(done)[:5])
-            more = f" and {len(done) - 5} more" if len(done) > 5 else ""
             raise CommitError(
-                f"job {self.job.job_id}: a rename failed during job commit ({exc}); "
-                f"{len(done)} of {len(moves)} files had already become visible at "
-                f"{self.location.url()}: {shown or 'none'}{more}. The job was aborted; delete "
-                f"files containing {self.job.job_id} to undo it."
+                f"job {self.job.job_id}: a rename failed during job commit ({exc}) after "
+                f"{len(sent)} of {len(moves)} renames had started; {self._undo_moves(sent)}"
             ) from exc
+
+    def _undo_moves(self, targets: list[str]) -> str:
+        """Delete every target a rename was started for (names carry the job UUID)."""
+        for path in targets:
+            try:
+                if self.store.exists(path):
+                    self.store.delete(path)
+            except S3CommitError:
+                continue  # the listing below reports it
+        url = self.location.url()
+        try:
+            listed = set(self.visible(""))
+        except S3CommitError as exc:
+            return f"checking what is visible at {url} failed ({exc}): files may remain"
+        left = sorted(t for t in targets if t in listed)
+        if not left:
+            return (
+                f"the job was rolled back: nothing of it is visible at {url} (checked by "
+                "listing) and the existing data is untouched"
+            )
+        shown = ", ".join(self.location.url(p) for p in left[:5])
+        more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+        return (
+            f"rolling back failed: {len(left)} files of it are still visible at {url}: "
+            f"{shown}{more}. Delete them (their names carry {self.job.job_id})."
+        )
 
     def finish(
         self,

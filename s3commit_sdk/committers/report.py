@@ -18,6 +18,8 @@ def build_success(
     requests: dict[str, int],
     uploaded: bool = True,
     task_durations: dict[str, float] | None = None,
+    retries: dict[str, int] | None = None,
+    completion_checks: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """``files`` entries carry key, size, rows, partition, etag and task."""
     total_bytes = sum(f["size"] for f in files)
@@ -58,5 +60,7 @@ def build_success(
             "durations": {k: round(v, 6) for k, v in phases.items()},
             "taskDurations": dict(sorted((task_durations or {}).items())),
             "requests": requests,
+            "retries": dict(retries or {}),
+            "completionChecks": dict(completion_checks or {}),
         },
     )

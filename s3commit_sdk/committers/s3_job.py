@@ -9,13 +9,20 @@ with the old data untouched; cleanup is scoped to this job's uploads.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from abc import abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import CommitError, ConcurrentCommitError, PendingSetError, S3CommitError
+from ..errors import (
+    CommitError,
+    ConcurrentCommitError,
+    PendingSetError,
+    S3CommitError,
+    StoreError,
+)
 from ..formats import (
     CommitMarker,
     Journal,
@@ -26,15 +33,23 @@ from ..formats import (
 from ..paths import SUCCESS_MARKER, is_hidden
 from ..protocol import Committer, JobContext, JobOutcome
 from ..store import S3Store
-from ..store.s3 import multipart_etag
+from ..store.s3 import RequestCounters
 from .conflict import DirectoryConflict, partition_of
+from .exclusive import require_conditional_create
 from .report import build_success
+from .verify import Completed, verify
+
+#: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
+_GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
 
 
 class S3Committer(Committer):
     """Driver side of the S3 committers; subclasses decide how tasks produce uploads."""
 
     conflict_class: type[DirectoryConflict] = DirectoryConflict
+    #: Take the per-destination commit marker. A table format whose log serialises commits
+    #: (Delta) does not: its journal alone records an unfinished job (see committers/delta.py).
+    locks_destination = True
 
     def __init__(self, job: JobContext) -> None:
         super().__init__(job)
@@ -42,6 +57,7 @@ class S3Committer(Committer):
         self.conflict = self.make_conflict_policy()
         self._journal_written = False
         self._marker_owned = False
+        self.completion_checks = RequestCounters()  # how each completion was verified
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
 
@@ -74,6 +90,7 @@ class S3Committer(Committer):
         for op in ("PutObject", "HeadObject"):
             counters[op] = counters.get(op, 0) + 1
         pendingset.iostatistics = iostatistics(counters)
+        pendingset.retries = self.store.counters.retries()
         body = pendingset.to_json().encode()
         key = self.pendingset_key(pendingset)
         self.store.put(self.location.bucket, key, body)
@@ -86,7 +103,10 @@ class S3Committer(Committer):
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
         self.store.check_bucket(self.location.bucket)
-        if self.store.head(self.location.bucket, self.location.marker_key) is not None:
+        if self.job.options.exclusive_commit == "required":
+            require_conditional_create(self.job.settings, self.location)
+        marker = self.location.marker_key
+        if self.locks_destination and self.store.head(self.location.bucket, marker) is not None:
             raise self._concurrent_commit_error(uploads_aborted=False)
         self.conflict.check_job(self.visible, self.location.url())
         self.store.put(self.location.bucket, self.alive_key, self.job.job_id.encode())
@@ -130,58 +150,75 @@ class S3Committer(Committer):
         return loaded
 
     def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        """Named steps: begin (marker, listing, journal), complete, delete replaced, finish.
+
+        One guarded unit: anything raised before the first completion, KeyboardInterrupt
+        included, aborts the job; from the first completion on, the journal names every
+        upload, so a failure rolls back truthfully (``_complete_all``) and a crash is resolved
+        by ``s3commit recover`` / ``abort``.
+        """
         started = time.monotonic()
         try:
             pendingsets = self.load_messages(messages)
-        except PendingSetError:
-            self.abort_job(messages)
+            commits = [c for p in pendingsets for c in p.commits]
+            journal = self._begin_commit(commits, messages, phases)
+        except BaseException as exc:
+            self._abort_noting(messages, exc)
             raise
-        commits = [c for p in pendingsets for c in p.commits]
-        partitions = {self._partition_path(c) for c in commits}
-        new_keys = {c.destinationKey for c in commits}
-
         mark = time.monotonic()
-        try:
-            replaced = [
-                o for o in self.conflict.replaced(self.visible, partitions) if o not in new_keys
-            ]
-        except S3CommitError:
-            self.abort_job(messages)
-            raise
-        phases["conflict_resolution"] = time.monotonic() - mark
-
-        journal = Journal(
-            jobId=self.job.job_id,
-            destination=self.location.url(),
-            bucket=self.location.bucket,
-            committer=self.name,
-            conflictMode=self.job.conflict_mode,
-            format=self.job.format,
-            partitionBy=list(self.job.partition_by),
-            markSuccess=self.job.options.mark_successful_jobs,
-            commits=commits,
-            replaced=replaced,
-            options=self.job.options.public(),
-        )
-        self._begin_commit(journal, messages)
-
-        mark = time.monotonic()
-        etags = self._complete_all(commits, messages)
+        etags = self._complete_all(journal.commits, messages)
         phases["complete_uploads"] = time.monotonic() - mark
+        try:
+            return self._after_completion(journal, etags, messages, pendingsets, phases, started)
+        except KeyboardInterrupt as interrupt:
+            url = self.location.url()
+            interrupt.add_note(
+                f"s3commit: job {self.job.job_id} was interrupted after every file was completed "
+                f"at {url}{self._locked_note}. `s3commit recover {url}` finishes the job, "
+                f"`s3commit abort {url}` rolls it back."
+            )
+            raise
 
+    def _after_completion(
+        self,
+        journal: Journal,
+        etags: dict[str, str],
+        messages: list[str],
+        pendingsets: list[PendingSet],
+        phases: dict[str, float],
+        started: float,
+    ) -> JobOutcome:
         mark = time.monotonic()
-        if replaced:
+        if journal.replaced:
             try:
-                self.store.delete_keys(self.location.bucket, replaced)
+                self.store.delete_keys(self.location.bucket, journal.replaced)
             except S3CommitError as exc:
                 raise CommitError(
                     f"job {self.job.job_id}: the new files are visible at {self.location.url()} "
-                    f"but deleting the {len(replaced)} replaced objects failed ({exc}); old and "
-                    f"new data are both visible. Finish the commit with `s3commit recover "
-                    f"{self.location.url()}` (or undo it with `s3commit abort ...`)."
+                    f"but deleting the {len(journal.replaced)} replaced objects failed ({exc}); "
+                    "old and new data may both be visible and the destination stays locked. "
+                    f"Finish the commit with `s3commit recover {self.location.url()}` (or undo "
+                    f"it with `s3commit abort {self.location.url()}`)."
                 ) from exc
         phases["replace_delete"] = time.monotonic() - mark
         return self.finish_commit(journal, etags, messages, pendingsets, phases, started)
+
+    def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
+        """Abort while ``cause`` propagates; what happened goes into its notes, never raised."""
+        url = self.location.url()
+        try:
+            self.abort_job(messages)
+        except Exception as exc:
+            cause.add_note(
+                f"s3commit: aborting job {self.job.job_id} failed too ({exc}): its pending "
+                f"uploads and hidden files may remain; run `s3commit abort {url}`."
+            )
+            return
+        if isinstance(cause, KeyboardInterrupt):
+            cause.add_note(
+                f"s3commit: job {self.job.job_id} was interrupted before any file was completed "
+                f"and was aborted: nothing of it is visible at {url}."
+            )
 
     def finish_commit(
         self,
@@ -192,11 +229,20 @@ class S3Committer(Committer):
         phases: dict[str, float],
         started: float,
     ) -> JobOutcome:
-        """Every upload is complete and replaced data deleted: clean up, mark, release."""
+        """Every upload is complete and replaced data deleted: clean up, mark, release.
+
+        Nothing here can make data visible or invisible any more; a failure says so and names
+        the command that finishes the job and releases the destination.
+        """
         commits = journal.commits
         files = [self._file_entry(c, etags[c.uploadId]) for c in commits]
         mark = time.monotonic()
-        self.cleanup(messages, committed={c.uploadId for c in commits})
+        self._finishing(
+            "cleaning up its pending uploads and hidden files",
+            self.cleanup,
+            messages,
+            {c.uploadId for c in commits},
+        )
         phases["cleanup"] = time.monotonic() - mark
         phases["job_commit"] = time.monotonic() - started
         requests = self._request_counts(pendingsets)
@@ -214,31 +260,93 @@ class S3Committer(Committer):
             phases,
             requests,
             task_durations=durations,
+            retries=self._retry_counts(pendingsets),
+            completion_checks=self.completion_checks.snapshot(),
         )
+        success.update(self.success_fields())
         if journal.markSuccess:
-            self._write_success(success)
-        self._end_commit()
+            self._finishing("writing _SUCCESS", self._write_success, success)
+        self._finishing("releasing the destination", self._end_commit)
         return JobOutcome(files, success, phases, requests)
+
+    @property
+    def _locked_note(self) -> str:
+        return "; the destination stays locked for other jobs" if self.locks_destination else ""
+
+    def _finishing(self, step: str, action, *args: Any) -> None:
+        try:
+            action(*args)
+        except S3CommitError as exc:
+            url = self.location.url()
+            raise CommitError(
+                f"job {self.job.job_id} committed: every file is complete and visible at {url}, "
+                f"but {step} failed ({exc}){self._locked_note}. `s3commit recover {url}` "
+                "finishes this job."
+            ) from exc
 
     # -- the journal and the per-destination commit marker ------------------------------------
     @property
     def journal_key(self) -> str:
         return self.location.journal_key(self.job.job_id)
 
-    def _begin_commit(self, journal: Journal, messages: list[str]) -> None:
-        """Journal first, then the marker; a marker that exists means another commit."""
+    def _begin_commit(
+        self, commits: list[PendingUpload], messages: list[str], phases: dict[str, float]
+    ) -> Journal:
+        """Marker first, then list what replace deletes, then the journal.
+
+        Listing under the marker means no other job can commit between our listing and our
+        deletes (issue: two racing replace jobs both stayed visible when the listing came
+        first). A crash between marker and journal leaves nothing visible: `s3commit abort`
+        cleans by job UUID.
+        """
         bucket = self.location.bucket
+        if self.locks_destination:
+            marker = CommitMarker(self.job.job_id, self.journal_key)
+            created = self.store.put_if_absent(
+                bucket, self.location.marker_key, marker.to_json().encode()
+            )
+            # A retried create whose first attempt landed answers 412 on our own marker.
+            if not created and self._marker_job() != self.job.job_id:
+                raise self._concurrent_commit_error(uploads_aborted=True)
+            self._marker_owned = True
+
+        mark = time.monotonic()
+        new_keys = {c.destinationKey for c in commits}
+        partitions = {self._partition_path(c) for c in commits}
+        replaced = [
+            o for o in self.conflict.replaced(self.visible, partitions) if o not in new_keys
+        ]
+        phases["conflict_resolution"] = time.monotonic() - mark
+        journal = Journal(
+            jobId=self.job.job_id,
+            destination=self.location.url(),
+            bucket=bucket,
+            committer=self.name,
+            conflictMode=self.job.conflict_mode,
+            format=self.job.format,
+            partitionBy=list(self.job.partition_by),
+            markSuccess=self.job.options.mark_successful_jobs,
+            commits=commits,
+            replaced=replaced,
+            options=self.job.options.public(),
+            extraData=self.journal_extra(),
+        )
+        self._journal_written = True  # from the first attempt on it may exist: abort deletes it
         self.store.put(bucket, self.journal_key, journal.to_json().encode())
-        self._journal_written = True
-        marker = CommitMarker(self.job.job_id, self.journal_key)
-        body = marker.to_json().encode()
-        created = self.store.put_if_absent(bucket, self.location.marker_key, body)
-        # A retried create whose first attempt landed answers 412 on our own marker.
-        if not created and self._marker_job() != self.job.job_id:
-            error = self._concurrent_commit_error(uploads_aborted=True)
-            self.abort_job(messages)
-            raise error
-        self._marker_owned = True
+        return journal
+
+    def journal_extra(self) -> dict[str, Any]:
+        """What a table format needs in the journal to finish the job (``Journal.extraData``)."""
+        return {}
+
+    def success_fields(self) -> dict[str, Any]:
+        """Fields a table format adds to ``_SUCCESS`` (Delta: the version the job produced)."""
+        return {}
+
+    def _commit_keys(self) -> list[str]:
+        """The journal, and the marker if this job takes one: released together, marker last."""
+        marker = [self.location.marker_key] if self.locks_destination else []
+        return [self.journal_key, *marker]
 
     def _marker_job(self) -> str | None:
         try:
@@ -248,7 +356,7 @@ class S3Committer(Committer):
             return None
 
     def _end_commit(self) -> None:
-        self.store.delete_keys(self.location.bucket, [self.journal_key, self.location.marker_key])
+        self.store.delete_keys(self.location.bucket, self._commit_keys())
 
     def _concurrent_commit_error(self, uploads_aborted: bool) -> ConcurrentCommitError:
         url = self.location.url()
@@ -269,69 +377,132 @@ class S3Committer(Committer):
 
     def _write_success(self, success: dict[str, Any]) -> None:
         body = json.dumps(success, indent=2, ensure_ascii=False).encode()
-        try:
-            self.store.put(
-                self.location.bucket, self.location.key(SUCCESS_MARKER), body, "application/json"
-            )
-        except S3CommitError as exc:
-            raise CommitError(
-                f"job {self.job.job_id} committed every file at {self.location.url()}, but "
-                f"writing _SUCCESS failed ({exc}): the data is complete, the marker is missing"
-            ) from exc
+        self.store.put(
+            self.location.bucket, self.location.key(SUCCESS_MARKER), body, "application/json"
+        )
 
     def _partition_path(self, commit: PendingUpload) -> str:
         return partition_of(self.location.relative(commit.destinationKey))
 
+    # -- completion: verified, and rolled back truthfully --------------------------------------
     def _complete_all(self, commits: list[PendingUpload], messages: list[str]) -> dict[str, str]:
-        """Complete every upload in parallel; on any failure roll back and raise."""
-        results: dict[str, str] = {}
+        """Complete every upload in parallel, verify, and return the ETags by upload id.
+
+        A completion that was sent may have made its file visible whatever the answer said, so
+        every key sent is remembered; after the first failure no new completion starts, and a
+        failure (or Ctrl-C) rolls the job back before anything is reported.
+        """
+        sent: list[PendingUpload] = []
+        try:
+            completed = self._send_completions(commits, sent)
+            trusted = [c for c in completed if c.trusted and not self.job.options.validate_output]
+            etags = {c.commit.uploadId: c.answer for c in trusted}
+            self.completion_checks.merge({"answered": len(trusted)} if trusted else {})
+            unchecked = [c for c in completed if c.commit.uploadId not in etags]
+            etags.update(
+                verify(self.store, unchecked, self.job.options.threads, self.completion_checks)
+            )
+            return etags
+        except KeyboardInterrupt as interrupt:
+            state = self._roll_back(sent, messages)
+            interrupt.add_note(
+                f"s3commit: job {self.job.job_id} was interrupted and rolled back. {state}"
+            )
+            raise
+        except Exception as exc:
+            state = self._roll_back(sent, messages)
+            raise CommitError(
+                f"job {self.job.job_id}: {exc}; the job was rolled back. {state}"
+            ) from exc
+
+    def _send_completions(
+        self, commits: list[PendingUpload], sent: list[PendingUpload]
+    ) -> list[Completed]:
+        """Completions in parallel; the first failure stops the rest and is raised."""
+        completed: list[Completed] = []
         failures: list[tuple[PendingUpload, BaseException]] = []
+        stop = threading.Event()
 
         def complete(commit: PendingUpload) -> None:
+            if stop.is_set():
+                return
+            sent.append(commit)
             try:
-                etag = self.store.complete(
-                    commit.bucket, commit.destinationKey, commit.uploadId, commit.etags
-                )
-                expected = multipart_etag(commit.etags)
-                if expected is not None and etag != expected:
-                    raise CommitError(
-                        f"{commit.destinationKey!r} completed with ETag {etag}, expected {expected}"
-                    )
-                if self.job.options.validate_output:
-                    info = self.store.head(commit.bucket, commit.destinationKey)
-                    if info is None or info.size != commit.length:
-                        raise CommitError(
-                            f"{commit.destinationKey!r} has size "
-                            f"{info.size if info else 'missing'}, the task wrote {commit.length}"
-                        )
-                results[commit.uploadId] = etag
-            except BaseException as exc:  # collected, then rolled back below
+                completed.append(Completed(commit, self._complete_one(commit)))
+            except BaseException as exc:
                 failures.append((commit, exc))
+                stop.set()
 
-        with ThreadPoolExecutor(self.job.options.threads, "s3commit-complete") as pool:
-            list(pool.map(complete, commits))
-        if not failures:
-            return results
-        completed = [c.destinationKey for c in commits if c.uploadId in results]
-        rollback_error = None
+        pool = ThreadPoolExecutor(self.job.options.threads, "s3commit-complete")
         try:
-            if completed:
-                self.store.delete_keys(self.location.bucket, completed)
-            self.abort_job(messages)
+            for future in [pool.submit(complete, c) for c in commits]:
+                future.result()
+        finally:  # Ctrl-C too: stop, and wait only for completions already sent
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if failures:
+            commit, cause = failures[0]
+            raise CommitError(
+                f"completing {commit.destinationKey!r} failed ({cause}); {len(failures)} of "
+                f"{len(commits)} uploads failed"
+            ) from cause
+        return completed
+
+    def _complete_one(self, commit: PendingUpload) -> str | None:
+        """The completion's answered ETag; None when a retry found the upload gone.
+
+        A retried completion whose first attempt had landed is told the upload is gone:
+        verification decides whether the object is ours.
+        """
+        try:
+            return self.store.complete(
+                commit.bucket, commit.destinationKey, commit.uploadId, commit.etags
+            )
+        except StoreError as exc:
+            if exc.code not in _GONE_UPLOAD:
+                raise
+            return None
+
+    def _roll_back(self, sent: list[PendingUpload], messages: list[str]) -> str:
+        """Undo a job commit that failed before its replace deletes; say what is visible.
+
+        Every key a completion was sent for is deleted (they carry this job's UUID: no other
+        job's data), every other upload aborted; then a listing of those keys decides the
+        text. The journal and marker are released only when nothing of the job is left.
+        """
+        bucket, url = self.location.bucket, self.location.url()
+        keys = sorted({c.destinationKey for c in sent})
+        problems = []
+        try:
+            if keys:
+                self.store.delete_keys(bucket, keys)
         except S3CommitError as exc:
-            rollback_error = exc
-        commit, cause = failures[0]
-        state = (
-            "Nothing became visible and the existing data is untouched."
-            if rollback_error is None
-            else f"Rolling back failed too ({rollback_error}): files of job {self.job.job_id} "
-            f"may be visible; run `s3commit abort {self.location.url()}`."
-        )
-        raise CommitError(
-            f"job {self.job.job_id}: completing {commit.destinationKey!r} failed ({cause}); "
-            f"{len(failures)} of {len(commits)} uploads failed and the job was rolled back. "
-            f"{state}"
-        ) from cause
+            problems.append(f"deleting completed files failed: {exc}")
+        try:
+            self.cleanup(messages, committed=set())
+        except S3CommitError as exc:
+            problems.append(f"aborting uploads failed: {exc}")
+        try:
+            listed = {o.key for o in self.store.list_objects(bucket, self.location.dir_prefix)}
+            visible = [k for k in keys if k in listed]
+        except S3CommitError as exc:
+            return (
+                f"Rolling back could not be checked ({exc}); files of job {self.job.job_id} may "
+                f"be visible. Run `s3commit abort {url}`."
+            )
+        if visible or problems:
+            shown = ", ".join(repr(k) for k in visible[:20])
+            more = f" and {len(visible) - 20} more" if len(visible) > 20 else ""
+            return (
+                f"Rolling back was incomplete ({'; '.join(problems) or 'files remain'}): "
+                f"{len(visible)} files of this job are visible{': ' + shown if visible else ''}"
+                f"{more}. The existing data is untouched; the destination stays locked until "
+                f"`s3commit abort {url}` removes them."
+            )
+        self.store.delete_keys(bucket, self._commit_keys())
+        self._journal_written = self._marker_owned = False
+        checked = f" (checked: none of the {len(keys)} completed keys is listed)" if keys else ""
+        return f"Nothing of this job is visible{checked}; the existing data is untouched."
 
     def _file_entry(self, commit: PendingUpload, etag: str) -> dict[str, Any]:
         return {
@@ -343,6 +514,14 @@ class S3Committer(Committer):
             "etag": etag,
             "task": commit.taskId,
         }
+
+    def _retry_counts(self, pendingsets: list[PendingSet]) -> dict[str, int]:
+        """Retries by reason, of the driver and every committed task attempt."""
+        totals = RequestCounters()
+        totals.merge(self.store.counters.retries())
+        for pendingset in pendingsets:
+            totals.merge(pendingset.retries)
+        return totals.snapshot()
 
     def _request_counts(self, pendingsets: list[PendingSet]) -> dict[str, int]:
         """Driver requests plus the requests of every committed task attempt."""
@@ -404,9 +583,11 @@ class S3Committer(Committer):
 
     def abort_job(self, messages: list[str]) -> None:
         self.cleanup(messages, committed=set())
-        if self._journal_written:
-            owned = [self.location.marker_key] if self._marker_owned else []
-            self.store.delete_keys(self.location.bucket, [self.journal_key, *owned])
+        # the journal before the marker: a marker must never outlive what the tools act on
+        owned = [self.journal_key] if self._journal_written else []
+        owned += [self.location.marker_key] if self._marker_owned else []
+        if owned:
+            self.store.delete_keys(self.location.bucket, owned)
 
 
 def _ms_date(epoch_ms: int) -> str:

@@ -7,6 +7,7 @@ pending uploads (the pendingset); job commit completes them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -14,10 +15,28 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from .conflict import PartitionConflict, partition_of
 from .s3_job import S3Committer
+
+
+def private_dir(path: str) -> None:
+    """Create ``path`` with mode 0700, or check that it is ours and closed to others.
+
+    Staged files are the job's data: a buffer directory another user created (in a shared
+    ``/tmp``) or can read is refused, not used.
+    """
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.stat(path)
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise InvalidArgumentError(
+            f"buffer.dir {path} belongs to another user (uid {info.st_uid}): choose a directory "
+            "of your own with the option buffer.dir"
+        )
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
 
 
 class LocalDirSink(OutputSink):
@@ -57,9 +76,17 @@ class DirectoryStagingCommitter(S3Committer):
     def setup_task(self, task: TaskAttemptContext) -> OutputSink:
         root = self.attempt_dir(task)
         shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
+        private_dir(self.job.options.buffer_dir)
         os.makedirs(os.path.dirname(root), mode=0o700, exist_ok=True)
         os.makedirs(root, mode=0o700)
         return LocalDirSink(root)
+
+    def _drop_local(self, task: TaskAttemptContext) -> None:
+        """The attempt's directory, and the job's on this host once no other attempt uses it."""
+        root = self.attempt_dir(task)
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty: another attempt still writes here
+            os.rmdir(os.path.dirname(root))
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
         partitions = {partition_of(f.relpath) for f in files}
@@ -81,7 +108,7 @@ class DirectoryStagingCommitter(S3Committer):
             commits=commits,
         )
         self.save_pendingset(pendingset)
-        shutil.rmtree(root, ignore_errors=True)
+        self._drop_local(task)
         return pendingset.to_json()
 
     def _initiate(self, task: TaskAttemptContext, written: WrittenFile) -> PendingUpload:
@@ -119,14 +146,17 @@ class DirectoryStagingCommitter(S3Committer):
         return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 
     def cleanup(self, messages: list[str], committed: set[str]) -> None:
-        """Also drop what attempts killed mid-write left in this host's buffer directory."""
-        super().cleanup(messages, committed)
-        job_dir = os.path.join(self.job.options.buffer_dir, self.job.job_id)
-        shutil.rmtree(job_dir, ignore_errors=True)
+        """Also drop what attempts killed mid-write left in this host's buffer directory, even
+        when the S3 cleanup fails."""
+        try:
+            super().cleanup(messages, committed)
+        finally:
+            job_dir = os.path.join(self.job.options.buffer_dir, self.job.job_id)
+            shutil.rmtree(job_dir, ignore_errors=True)
 
     def abort_task(self, task: TaskAttemptContext) -> None:
         """Delete the local data and abort every upload this attempt initiated."""
-        shutil.rmtree(self.attempt_dir(task), ignore_errors=True)
+        self._drop_local(task)
         with self._lock:
             initiated, self._initiated = self._initiated, []
         for key, upload_id in initiated:

@@ -6,16 +6,38 @@ the result of exactly one successful attempt per partition, so job commit never 
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pyarrow as pa
 
+from ..errors import InvalidArgumentError
 from ..formats import commit_totals
-from ..progress import ProgressTracker
+from ..progress import ProgressTracker, reporting_to
 from ..protocol import JobContext, execute_task
+from ..sparktypes import canonical_schema
+from .task_reports import ReportInbox, TaskReporter
 
 RESULT_SCHEMA = "message string"
+_WRITABLE_SPARK_TYPE_NAMES = (
+    "BooleanType",
+    "ByteType",
+    "ShortType",
+    "IntegerType",
+    "LongType",
+    "FloatType",
+    "DoubleType",
+    "DecimalType",
+    "StringType",
+    "BinaryType",
+    "DateType",
+    "TimestampType",
+    "TimestampNTZType",
+    "NullType",
+)
 
 
 def is_spark_dataframe(data: object) -> bool:
@@ -24,9 +46,45 @@ def is_spark_dataframe(data: object) -> bool:
 
 
 def spark_schema_to_arrow(df) -> pa.Schema:
+    """The canonical Arrow schema of ``df``'s batches; zoned in the session time zone.
+
+    Spark hands ``mapInArrow`` its timestamps in ``spark.sql.session.timeZone``, which is the
+    zone Spark renders partition values, JSON and CSV timestamps in.
+    """
+    zone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    return struct_to_arrow(df.schema, zone)
+
+
+def struct_to_arrow(schema, zone: str | None) -> pa.Schema:
+    """The canonical Arrow schema of a Spark ``StructType`` whose timestamps are in ``zone``."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(df.schema)
+    _refuse_unwritable(schema, "")
+    return canonical_schema(to_arrow_schema(schema, timezone=zone))
+
+
+def _refuse_unwritable(data_type, where: str) -> None:
+    """Spark types whose files we cannot write as Spark writes them, refused by name.
+
+    Spark writes intervals and variants with its own type metadata in the file, which pyarrow
+    cannot add; user-defined types read back as their SQL type; TIME Spark refuses itself.
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        for field in data_type.fields:
+            _refuse_unwritable(field.dataType, f"{where}.{field.name}" if where else field.name)
+    elif isinstance(data_type, T.ArrayType):
+        _refuse_unwritable(data_type.elementType, f"{where}[]")
+    elif isinstance(data_type, T.MapType):
+        _refuse_unwritable(data_type.keyType, f"{where}.key")
+        _refuse_unwritable(data_type.valueType, f"{where}.value")
+    elif type(data_type).__name__ not in _WRITABLE_SPARK_TYPE_NAMES:
+        raise InvalidArgumentError(
+            f"cannot write column {where!r} of Spark type {data_type.simpleString()}: only "
+            "numbers, strings, binary, booleans, dates, timestamps, arrays, structs and maps "
+            "are written (cast intervals to strings or numbers first)"
+        )
 
 
 def spark_conf(df) -> dict[str, str]:
@@ -41,36 +99,105 @@ def spark_conf(df) -> dict[str, str]:
 
 
 def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
+    """One Spark task per partition of ``df``; one commit message per task.
+
+    Progress comes from what Spark ran: the tasks of the job's last stage (the upstream stages
+    of a ``limit`` or an aggregation are not ours), what running tasks report they have
+    written (``task_reports``) and each finished task's files (an accumulator). Ctrl-C cancels
+    the job's tasks and is raised as ``KeyboardInterrupt``, whatever py4j made of it.
+    """
     from pyspark import TaskContext
 
     schema = spark_schema_to_arrow(df)
-    partitions = df.rdd.getNumPartitions()
-    if partitions == 0:
-        df, partitions = df.repartition(1), 1  # one task still runs: an empty job's schema file
     context = df.sparkSession.sparkContext
-    files, size = context.accumulator(0), context.accumulator(0)
+    finished = context.accumulator({}, _MergedDict())
+    conf = context.getConf()
+    inbox = None
+    if tracker.active:
+        inbox = ReportInbox.open(
+            conf.get("spark.driver.host"), conf.get("spark.driver.bindAddress")
+        )
+    address = inbox.address if inbox else None
+
+    def run_task(batches) -> str:
+        ctx = TaskContext.get()
+        reporter = TaskReporter(address, ctx.partitionId(), ctx.attemptNumber())
+        try:
+            with reporting_to(reporter):
+                message = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
+        finally:
+            reporter.close()
+        files, size = commit_totals(message)
+        finished.add({ctx.partitionId(): (files, size, reporter.rows)})
+        return message
 
     def task(batches):
-        ctx = TaskContext.get()
-        message = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
-        counted = commit_totals(message)
-        files.add(counted[0])
-        size.add(counted[1])
-        yield pa.RecordBatch.from_pydict({"message": [message]})
+        yield pa.RecordBatch.from_pydict({"message": [run_task(batches)]})
 
-    tracker.update(tasks_total=partitions)
     context.setJobGroup(job.job_id, f"s3commit write to {job.location.url()}")
-    poller = _StatusPoller(context, job.job_id, tracker, files, size)
+    poller = _StatusPoller(context, job.job_id, tracker, finished, inbox)
     poller.start()
     try:
-        return [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
-    except BaseException:
+        with _watching_sigint() as interrupted:
+            messages = [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
+            if not messages:  # no partition at all: the one task Spark runs for an empty job
+                messages = context.parallelize([0], 1).map(lambda _: run_task(iter(()))).collect()
+        return messages
+    except BaseException as exc:
         _settle(context, job.job_id)
-        raise
+        if not (interrupted or isinstance(exc, KeyboardInterrupt)):
+            raise
+        interrupt = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()
+        interrupt.add_note("s3commit: Spark cancelled the job's running tasks.")
+        if interrupt is exc:
+            raise
+        raise interrupt from None  # py4j's own error for the interrupted call says nothing more
     finally:
         poller.stop()
+        if inbox is not None:
+            inbox.close()
         context.setLocalProperty("spark.jobGroup.id", None)
         context.setLocalProperty("spark.job.description", None)
+
+
+@contextlib.contextmanager
+def _watching_sigint() -> Iterator[list[bool]]:
+    """Whether SIGINT (Ctrl-C, Kernel > Interrupt) arrived while the job ran.
+
+    An interrupt that lands inside a py4j call surfaces as py4j's own error ("Answer from Java
+    side is empty"), so the exception's type cannot tell; the signal can. The handler that was
+    installed still runs (it raises KeyboardInterrupt; PySpark's also cancels every job).
+    """
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def noted(signum, frame) -> None:
+        seen.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _MergedDict:
+    """Accumulates ``{partition: (files, bytes, rows)}`` of the tasks that committed (Spark's
+    AccumulatorParam interface)."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:  # PySpark names it
+        value1.update(value2)
+        return value1
 
 
 def _settle(context, group: str, timeout: float = 60.0) -> None:
@@ -99,20 +226,29 @@ def _stages(context, group: str):
 
 
 class _StatusPoller(threading.Thread):
-    """Tasks done from Spark's status tracker, files and bytes from accumulators, twice a second.
+    """Twice a second: the job's last stage from Spark's status tracker, finished tasks from the
+    accumulator, running tasks' reports from the inbox.
 
     Reads driver state only; it never lists the destination and does not slow the tasks.
     """
 
-    def __init__(self, context, group: str, tracker: ProgressTracker, files, size) -> None:
+    def __init__(
+        self, context, group: str, tracker: ProgressTracker, finished, inbox: ReportInbox | None
+    ) -> None:
         super().__init__(name="s3commit-progress", daemon=True)
         self.context, self.group, self.tracker = context, group, tracker
-        self.files, self.size = files, size
+        self.finished, self.inbox = finished, inbox
         self._halt = threading.Event()
 
     def poll(self) -> None:
-        done = sum(stage.numCompletedTasks for stage in _stages(self.context, self.group))
-        self.tracker.update(tasks_done=done, files=self.files.value, bytes=self.size.value)
+        if not self.tracker.active:
+            return
+        last = max(_stages(self.context, self.group), key=lambda s: s.stageId, default=None)
+        counts = {} if last is None else {"tasks_total": last.numTasks}
+        if last is not None:
+            counts["tasks_running"] = last.numActiveTasks
+        running = self.inbox.drain() if self.inbox is not None else {}
+        self.tracker.sync(dict(self.finished.value), running, **counts)
 
     def run(self) -> None:
         while not self._halt.wait(0.5):

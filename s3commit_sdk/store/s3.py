@@ -1,26 +1,47 @@
 """The S3 store: multipart uploads, listings, batch deletes and conditional puts over boto3.
 
-Retries and the connection pool come from botocore's own configuration. Every HTTP request
-(retries included) is counted by operation; the counts go into ``_SUCCESS``.
+Retries are ours, not botocore's (see :class:`RetryPolicy`): throttling and connection errors
+have a budget of their own, apart from other transient errors, as Hadoop's S3A retries them.
+Every HTTP request (retries included) is counted by operation, and every retry by its reason;
+both go into ``_SUCCESS``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import boto3
 import botocore.config
 import botocore.exceptions
+import botocore.loaders
+import botocore.session
 
+from ..credentials import provider_session
 from ..errors import StoreError
 
 BATCH_DELETE_LIMIT = 1000
+_THROTTLE_CODES = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "503",
+}
+_TRANSIENT_CODES = {"InternalError", "RequestTimeout", "ServiceUnavailable", "500", "502", "504"}
+_BACKOFF_CAP_S = 20.0
 _CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
@@ -29,6 +50,27 @@ _CREDENTIAL_CODES = {
     "InvalidToken",
     "UnrecognizedClientException",
 }
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long one request is retried, by the kind of failure.
+
+    After S3A (``fs.s3a.retry.throttle.*``): a store under load answers 503 SlowDown to many
+    requests at once, and five attempts in all are not enough to ride that out, so throttling
+    and connection errors get their own, larger budget with exponential backoff and full
+    jitter; other transient errors (500, 502, 504, RequestTimeout) keep ``max_attempts``.
+    ``max_duration_s`` bounds the time one request may spend retrying, whatever the counts.
+    """
+
+    max_attempts: int = 5
+    throttle_limit: int = 20
+    throttle_interval_s: float = 0.1
+    max_duration_s: float = 300.0
+
+    def backoff(self, retry: int, base_s: float) -> float:
+        """Full jitter: uniform in [0, min(cap, base * 2**retry)]."""
+        return random.uniform(0.0, min(_BACKOFF_CAP_S, base_s * 2**retry))
 
 
 @dataclass(frozen=True)
@@ -46,23 +88,46 @@ class S3Settings:
     session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
     retry_mode: str = "standard"
-    max_attempts: int = 5
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    path_style: bool = False
+    #: boto3 >= 1.36 sends and checks CRC checksums by default, which several S3-compatible
+    #: stores refuse; "when_required" restores the older behaviour. None: boto3's default.
+    checksums: str | None = None
+    #: called where the store is built, driver and executors alike (see credentials.py)
+    credentials_provider: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def resolve(cls, options, environ=None) -> S3Settings:
-        """Explicit options first, then boto3's environment variables of this process."""
+        """Explicit options first, then boto3's environment variables of this process.
+
+        Credentials resolve as a set: explicit ``access.key``/``secret.key`` never take a
+        session token from the environment, which belongs to other keys (S3 rejects the mix).
+        """
         env = os.environ if environ is None else environ
+        if options.access_key or options.secret_key:
+            access, secret, token = options.access_key, options.secret_key, options.session_token
+        else:
+            access = env.get("AWS_ACCESS_KEY_ID")
+            secret = env.get("AWS_SECRET_ACCESS_KEY")
+            token = options.session_token or env.get("AWS_SESSION_TOKEN")
         return cls(
             endpoint_url=options.endpoint
             or env.get("AWS_ENDPOINT_URL_S3")
             or env.get("AWS_ENDPOINT_URL"),
             region=options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-            access_key=options.access_key or env.get("AWS_ACCESS_KEY_ID"),
-            secret_key=options.secret_key or env.get("AWS_SECRET_ACCESS_KEY"),
-            session_token=options.session_token or env.get("AWS_SESSION_TOKEN"),
+            access_key=access,
+            secret_key=secret,
+            session_token=token,
             profile=options.profile or env.get("AWS_PROFILE"),
             retry_mode=options.retry_mode,
-            max_attempts=options.retry_max_attempts,
+            retry=RetryPolicy(
+                max_attempts=options.retry_max_attempts,
+                throttle_limit=options.retry_throttle_limit,
+                throttle_interval_s=options.retry_throttle_interval,
+                max_duration_s=options.retry_throttle_max_duration,
+            ),
+            path_style=options.path_style_access,
+            checksums=options.checksums,
         )
 
 
@@ -81,15 +146,25 @@ class PendingUploadInfo:
 
 
 class RequestCounters:
-    """Thread-safe counts of HTTP requests by S3 operation name."""
+    """Thread-safe counts of HTTP requests by S3 operation name, and of retries by reason."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._retries: Counter[str] = Counter()
 
     def add(self, operation: str, count: int = 1) -> None:
         with self._lock:
             self._counts[operation] += count
+
+    def add_retry(self, reason: str) -> None:
+        with self._lock:
+            self._retries[reason] += 1
+
+    def retries(self) -> dict[str, int]:
+        """Retries by reason: ``throttled``, ``connection`` or ``transient``."""
+        with self._lock:
+            return dict(sorted(self._retries.items()))
 
     def merge(self, counts: dict[str, int]) -> None:
         with self._lock:
@@ -114,19 +189,46 @@ def multipart_etag(part_etags: list[str]) -> str | None:
     return f'"{hashlib.md5(b"".join(digests)).hexdigest()}-{len(part_etags)}"'
 
 
+#: botocore's model loader, shared by every store of the process: a new session's own loader
+#: parses the S3 service model and endpoint rules again, ~0.2 s of CPU, and every task attempt
+#: and every job makes a store
+_LOADER = botocore.loaders.create_loader()
+_LOADER_LOCK = threading.Lock()
+
+
+def _session(profile: str | None) -> boto3.session.Session:
+    """A new session (its own credential resolution) on the shared model loader."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _LOADER)
+    with _LOADER_LOCK:
+        session = boto3.session.Session(botocore_session=core, profile_name=profile)
+        # boto3 adds its data directory to the loader's search path once per session
+        _LOADER.search_paths[:] = dict.fromkeys(_LOADER.search_paths)
+    return session
+
+
 class S3Store:
     """One boto3 client with a pool sized to the caller's thread count, and its counters."""
 
     def __init__(self, settings: S3Settings, pool_size: int = 10) -> None:
         self.settings = settings
         self.counters = RequestCounters()
-        session = boto3.session.Session(
-            profile_name=settings.profile if not settings.access_key else None
-        )
+        if settings.credentials_provider is not None:
+            session = provider_session(settings.credentials_provider)
+        else:
+            session = _session(settings.profile if not settings.access_key else None)
+        checksums = settings.checksums
+        if checksums in (None, "auto"):
+            # a custom endpoint is an S3-compatible store: send checksums only where required
+            checksums = "when_required" if settings.endpoint_url else None
         config = botocore.config.Config(
-            retries={"mode": settings.retry_mode, "total_max_attempts": settings.max_attempts},
+            # one attempt per call: _call retries, by the budgets of settings.retry
+            retries={"mode": settings.retry_mode, "total_max_attempts": 1},
             max_pool_connections=max(pool_size, 10),
             region_name=settings.region or "us-east-1",
+            s3={"addressing_style": "path"} if settings.path_style else None,
+            request_checksum_calculation=checksums,
+            response_checksum_validation=checksums,
         )
         self.client = session.client(
             "s3",
@@ -141,20 +243,54 @@ class S3Store:
     def _count(self, event_name: str, **_: object) -> None:
         self.counters.add(event_name.rsplit(".", 1)[-1])
 
-    # -- errors -------------------------------------------------------------------------------
+    # -- errors and retries --------------------------------------------------------------------
     def _call(self, what: str, bucket: str, fn, tolerate: tuple[str, ...] = (), **kwargs):
-        """One request; error codes in ``tolerate`` answer None, others raise StoreError."""
-        try:
-            return fn(Bucket=bucket, **kwargs)
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in tolerate:
-                return None
-            raise _store_error(what, bucket, exc) from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise StoreError(
-                f"{what} in bucket {bucket!r} failed: {exc} "
-                f"(endpoint {self.settings.endpoint_url or 'AWS default'})"
-            ) from exc
+        """One request, retried by the policy; codes in ``tolerate`` answer None.
+
+        Anything else that fails for good raises StoreError. A stream body is rewound before
+        each retry.
+        """
+        policy = self.settings.retry
+        body = kwargs.get("Body")
+        start = body.tell() if hasattr(body, "seek") else None
+        started = time.monotonic()
+        throttled = transient = 0
+        while True:
+            try:
+                return fn(Bucket=bucket, **kwargs)
+            except botocore.exceptions.ClientError as exc:
+                code = _error_code(exc)
+                if code in tolerate:
+                    return None
+                failure: Exception = exc
+                kind = _retry_kind(exc)
+            except botocore.exceptions.BotoCoreError as exc:
+                failure, code = exc, None
+                kind = _retry_kind(exc)
+            if kind == "throttled" or kind == "connection":
+                throttled += 1
+                retry = throttled < policy.throttle_limit
+                pause = policy.backoff(throttled - 1, policy.throttle_interval_s)
+            elif kind == "transient":
+                transient += 1
+                retry = transient < policy.max_attempts
+                pause = policy.backoff(transient - 1, 0.05)
+            else:
+                retry, pause = False, 0.0
+            if retry and time.monotonic() - started + pause > policy.max_duration_s:
+                retry = False
+            if not retry:
+                if isinstance(failure, botocore.exceptions.ClientError):
+                    raise _store_error(what, bucket, failure) from failure
+                raise StoreError(
+                    f"{what} in bucket {bucket!r} failed: {failure} "
+                    f"(endpoint {self.settings.endpoint_url or 'AWS default'})",
+                    code=code,
+                ) from failure
+            self.counters.add_retry(kind)
+            time.sleep(pause)
+            if start is not None:
+                body.seek(start)
 
     # -- buckets and objects ------------------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
@@ -171,11 +307,13 @@ class S3Store:
         )
         return None if reply is None else ObjectInfo(key, reply["ContentLength"], reply["ETag"])
 
-    def list_objects(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
-        """Every object under ``prefix``, one page (1000 keys) per request."""
+    def list_objects(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
+        """Every object under ``prefix`` (after ``start_after``), 1000 keys per request."""
         token = None
         while True:
-            kwargs = {"Prefix": prefix, **({"ContinuationToken": token} if token else {})}
+            kwargs = {"Prefix": prefix, **({"StartAfter": start_after} if start_after else {})}
+            if token:
+                kwargs["ContinuationToken"] = token
             page = self._call(f"listing {prefix!r}", bucket, self.client.list_objects_v2, **kwargs)
             for item in page.get("Contents", []):
                 yield ObjectInfo(item["Key"], item["Size"], item["ETag"])
@@ -270,7 +408,7 @@ class S3Store:
             UploadId=upload_id,
             MultipartUpload={"Parts": parts},
         )
-        return reply["ETag"]
+        return reply.get("ETag") or ""  # Ceph RGW answers an empty <ETag/>: callers verify
 
     def abort(self, bucket: str, key: str, upload_id: str) -> bool:
         """Abort one upload; False if it no longer exists (already completed or aborted)."""
@@ -278,7 +416,7 @@ class S3Store:
             f"aborting the upload of {key!r}",
             bucket,
             self.client.abort_multipart_upload,
-            tolerate=("NoSuchUpload", "404"),
+            tolerate=("NoSuchUpload", "NoSuchKey", "404"),  # NoSuchKey: Ceph RGW
             Key=key,
             UploadId=upload_id,
         )
@@ -337,9 +475,33 @@ class S3Store:
         )
 
 
+def _error_code(exc: botocore.exceptions.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code") or _status(exc) or "?")
+
+
+def _status(exc: botocore.exceptions.ClientError) -> int | None:
+    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _retry_kind(exc: Exception) -> str | None:
+    """``throttled``, ``connection`` or ``transient`` if the request may succeed again."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        code, status = _error_code(exc), _status(exc)
+        if code in _THROTTLE_CODES or status in (429, 503):
+            return "throttled"
+        if code in _TRANSIENT_CODES or status in (500, 502, 504):
+            return "transient"
+        return None
+    if isinstance(exc, botocore.exceptions.EndpointConnectionError):
+        return "transient"  # nothing listens there: a few attempts, not a throttling budget
+    if isinstance(exc, botocore.exceptions.HTTPClientError):
+        return "connection"  # reset, closed or timed out under load
+    return None
+
+
 def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -> StoreError:
     error = exc.response.get("Error", {})
-    code = error.get("Code", "?")
+    code = _error_code(exc)
     message = error.get("Message", "")
     if code in ("NoSuchBucket", "404") and "bucket" in what:
         cause = f"bucket {bucket!r} does not exist (or is not visible to these credentials)"
@@ -352,4 +514,4 @@ def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -
         )
     else:
         cause = f"{code}: {message}".strip()
-    return StoreError(f"{what} in bucket {bucket!r} failed: {cause}")
+    return StoreError(f"{what} in bucket {bucket!r} failed: {cause}", code=code)

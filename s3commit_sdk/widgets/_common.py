@@ -12,6 +12,10 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..textformat import format_bytes as format_bytes  # re-exported for the widgets
+from ..textformat import format_count as format_count
+from ..textformat import format_seconds as format_seconds
+
 BAR_COLOR = "#4c78a8"
 FONT = "font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; line-height: 1.4;"
 TABLE_STYLE = (
@@ -24,32 +28,6 @@ CELL_STYLE = "padding: 2px 10px 2px 0; border-bottom: 1px solid #ddd; text-align
 def esc(value: Any) -> str:
     """Text as HTML: ``<``, ``>``, ``&`` and both quotes escaped; None becomes ``-``."""
     return html.escape("-" if value is None else str(value), quote=True)
-
-
-def format_bytes(n: float | None) -> str:
-    """``3316 B``, ``9.7 KiB``, ``1.2 GiB``; ``?`` when unknown."""
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # unreachable
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    if minutes < 120:
-        return f"{minutes}m {rest:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
 
 
 def html_table(

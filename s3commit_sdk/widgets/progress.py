@@ -1,9 +1,11 @@
 """``CommitProgress``: the live panel ``write_committed(progress="auto")`` shows in a notebook.
 
 It is a listener of :class:`~s3commit_sdk.progress.ProgressTracker`: the driver calls it with a
-:class:`~s3commit_sdk.progress.ProgressEvent` (from Spark's status tracker, accumulators and
-task results, on a background thread), never by polling the destination. Updating a few
-traitlets per event costs microseconds, so the job is not slowed.
+:class:`~s3commit_sdk.progress.ProgressEvent` (from Spark's status tracker, the running tasks'
+reports and the task results, on a background thread), never by polling the destination.
+Updating a few traitlets per event costs microseconds, so the job is not slowed. A failure is
+shown from its facts (:class:`~s3commit_sdk.progress.Failure`): the error, what the SDK did,
+and what a listing found left, with the command for each.
 """
 
 from __future__ import annotations
@@ -14,43 +16,25 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..progress import ProgressEvent
-from ._common import FONT, WidgetWrapper, esc, format_bytes, format_seconds
+from ..progress import STEP_TITLES, ProgressEvent, status_line
+from ._common import FONT, WidgetWrapper, esc, format_bytes, format_count, format_seconds
 
 #: The phases in the order a job goes through them ("writing" includes task commit).
 STEPS = ("setup", "writing", "job commit", "done")
-STEP_TITLES = {
-    "setup": "job setup",
-    "writing": "tasks write + commit",
-    "job commit": "job commit",
-    "done": "done",
-}
-_URL = re.compile(r"s3a?://[^\s'\"`,;)]+")
+_COMMAND = re.compile(r"`([^`]+)`")
 
 
-def what_to_do(phase: str, message: str) -> str:
-    """Advice for a job that failed in ``phase``, naming the destination when known."""
-    found = _URL.search(message)
-    dest = found.group(0).rstrip(".:") if found else "DEST"
-    if phase in ("writing", "setup") and "unfinished commit" not in message:
-        return (
-            "The job was aborted before its commit: nothing new became visible at the "
-            "destination and this job's uploads were aborted. Fix the cause above and run "
-            f"the write again. `s3commit uploads list {dest}` shows anything still pending."
-        )
-    return (
-        "The job commit did not finish. If the message says it was rolled back, nothing "
-        "changed and you can run the write again. If the driver died or the message says the "
-        f"commit is unfinished, run `s3commit recover {dest}` to finish it (roll forward) or "
-        f"`s3commit abort {dest}` to undo it (roll back); both are safe to repeat."
-    )
+def with_code(text: str) -> str:
+    """Escaped text whose `backticked` commands become <code>."""
+    return _COMMAND.sub(r"<code>\1</code>", esc(text))
 
 
 class CommitProgress(WidgetWrapper):
-    """Phase, tasks done / total with a progress bar, files, bytes and elapsed time.
+    """Phase, a bar over rows (when the input's size is known) or tasks, running tasks, rows and
+    bytes written so far, files and elapsed time; at the end the summary, or what failed or was
+    interrupted and what is left.
 
-    Call the instance with a ``ProgressEvent`` (that is what the protocol does). At the end it
-    shows the summary of the commit, or the error and what to do about it.
+    Call the instance with a ``ProgressEvent`` (that is what the protocol does).
     """
 
     def __init__(self, title: str = "s3commit write") -> None:
@@ -59,6 +43,7 @@ class CommitProgress(WidgetWrapper):
         self.last_event: ProgressEvent | None = None
         self.failed_in: str | None = None
         self._previous_phase = "setup"
+        self._display = None
         self.steps = widgets.HTML(layout=widgets.Layout(margin="0 0 2px 0"))
         self.bar = widgets.IntProgress(
             value=0,
@@ -82,16 +67,22 @@ class CommitProgress(WidgetWrapper):
 
     @classmethod
     def show(cls, **kwargs: Any) -> CommitProgress:
-        """Create the panel, display it in the current cell and return it (a listener)."""
+        """Create the panel, display it in the current cell and return it (a listener).
+
+        Its final state replaces the display's plain text too, so a saved notebook opened
+        without widgets shows how the write ended, not its first state.
+        """
         from IPython.display import display
 
         panel = cls(**kwargs)
-        display(panel)
+        panel._display = display(panel, display_id=True)
         return panel
 
     def __call__(self, event: ProgressEvent) -> None:
         with self._lock:
             self._render(event)
+        if event.phase in ("done", "failed") and self._display is not None:
+            self._display.update(self)
 
     # -- state, for programs and tests ----------------------------------------------------------
     @property
@@ -102,25 +93,30 @@ class CommitProgress(WidgetWrapper):
     def state(self) -> dict[str, Any]:
         """The latest event as a dict, plus where a failure happened."""
         event = self.last_event or ProgressEvent("setup")
+        failure = event.failure
         return {
             "phase": event.phase,
             "tasks_done": event.tasks_done,
             "tasks_total": event.tasks_total,
+            "tasks_running": event.tasks_running,
+            "rows": event.rows,
+            "rows_total": event.rows_total,
             "files": event.files,
             "bytes": event.bytes,
             "elapsed_s": event.elapsed_s,
             "message": event.message,
             "failed_in": self.failed_in,
+            "interrupted": bool(failure and failure.interrupted),
         }
 
     def text(self) -> str:
-        s = self.state
-        total = "?" if s["tasks_total"] is None else s["tasks_total"]
-        line = (
-            f"{self.title}: {s['phase']}, {s['tasks_done']}/{total} tasks, {s['files']} files, "
-            f"{format_bytes(s['bytes'])}, {format_seconds(s['elapsed_s'])}"
-        )
-        return line + (f"\n{s['message']}" if s["phase"] == "failed" else "")
+        event = self.last_event or ProgressEvent("setup")
+        lines = [status_line(self.title, event)]
+        if event.phase == "failed" and event.failure is not None:
+            lines += event.failure.lines(self.failed_in or "")
+        elif event.phase == "failed":
+            lines.append(event.message)
+        return "\n".join(lines)
 
     # -- rendering ------------------------------------------------------------------------------
     def _render(self, event: ProgressEvent) -> None:
@@ -130,33 +126,44 @@ class CommitProgress(WidgetWrapper):
         elif self.failed_in is None:
             self.failed_in = self._previous_phase
         self.last_event = event
+        interrupted = bool(event.failure and event.failure.interrupted)
         total = event.tasks_total
-        if event.phase == "done":
-            total = total or max(event.tasks_done, 1)
-            self.bar.max, self.bar.value = total, total
+        if event.rows_total:
+            self.bar.description = "rows"
+            self.bar.max, self.bar.value = event.rows_total, min(event.rows, event.rows_total)
         else:
+            self.bar.description = "tasks"
             self.bar.max = max(total or 1, 1)
             self.bar.value = min(event.tasks_done, self.bar.max)
+        if event.phase == "done":
+            self.bar.value = self.bar.max
         self.bar.bar_style = {"done": "success", "failed": "danger"}.get(event.phase, "info")
+        if interrupted:
+            self.bar.bar_style = "warning"
+        running = f", {event.tasks_running} running" if event.tasks_running else ""
         self.tasks.value = (
             f'<span style="{FONT}">&nbsp;{event.tasks_done} / '
-            f"{total if total is not None else '?'} tasks</span>"
+            f"{total if total is not None else '?'} tasks{running}</span>"
         )
-        self.steps.value = self._steps_html(event.phase)
+        self.steps.value = self._steps_html(event.phase, interrupted)
+        rows = format_count(event.rows)
+        if event.rows_total:
+            rows += f" of {format_count(event.rows_total)}"
         self.stats.value = (
-            f'<span style="{FONT}">files <b>{event.files}</b> &middot; uploaded '
-            f"<b>{esc(format_bytes(event.bytes))}</b> &middot; elapsed "
-            f"<b>{esc(format_seconds(event.elapsed_s))}</b></span>"
+            f'<span style="{FONT}">rows <b>{esc(rows)}</b> &middot; written '
+            f"<b>{esc(format_bytes(event.bytes))}</b> &middot; files <b>{event.files}</b> "
+            f"&middot; elapsed <b>{esc(format_seconds(event.elapsed_s))}</b></span>"
         )
         self.message.value = self._message_html(event)
 
-    def _steps_html(self, phase: str) -> str:
+    def _steps_html(self, phase: str, interrupted: bool) -> str:
         current = self.failed_in if phase == "failed" else phase
         index = STEPS.index(current) if current in STEPS else 0
         chips = []
         for i, step in enumerate(STEPS):
             if phase == "failed" and i == index:
-                color, weight, mark = "#c62828", "bold", "✖ "
+                color, weight = ("#b26a00", "bold") if interrupted else ("#c62828", "bold")
+                mark = "■ " if interrupted else "✖ "
             elif i < index or (phase == "done" and step == "done"):
                 color, weight, mark = "#2e7d32", "normal", "✔ "
             elif i == index:
@@ -174,16 +181,30 @@ class CommitProgress(WidgetWrapper):
         if event.phase == "done":
             return (
                 f'<div class="s3commit-summary" style="{FONT} color:#2e7d32">'
-                f"✔ Committed {event.files} file(s), {esc(format_bytes(event.bytes))} from "
-                f"{event.tasks_done} task(s) in {esc(format_seconds(event.elapsed_s))}. "
-                "Nothing is left pending; the files are visible now.</div>"
+                f"✔ Committed {event.files} file(s), {esc(format_count(event.rows))} rows, "
+                f"{esc(format_bytes(event.bytes))} from {event.tasks_done} task(s) in "
+                f"{esc(format_seconds(event.elapsed_s))}. Nothing is left pending; the files "
+                "are visible now.</div>"
             )
-        if event.phase == "failed":
-            where = STEP_TITLES.get(self.failed_in or "", self.failed_in or "?")
+        if event.phase != "failed":
+            return ""
+        failure = event.failure
+        if failure is None:  # an event from another source, with only a message
             return (
                 f'<div class="s3commit-error" style="{FONT} color:#c62828; max-width:720px">'
-                f"✖ Failed during {esc(where)}: {esc(event.message)}</div>"
-                f'<div class="s3commit-advice" style="{FONT} max-width:720px">'
-                f"What to do: {esc(what_to_do(self.failed_in or '', event.message))}</div>"
+                f"✖ Failed: {esc(event.message)}</div>"
             )
-        return ""
+        color = "#b26a00" if failure.interrupted else "#c62828"
+        head_class = "s3commit-interrupted" if failure.interrupted else "s3commit-error"
+        block = f'style="{FONT} max-width:720px; margin-top:2px"'
+        parts = [
+            f'<div class="{head_class}" style="{FONT} color:{color}; max-width:720px">'
+            f"{'■' if failure.interrupted else '✖'} "
+            f"{with_code(failure.headline(self.failed_in or ''))}</div>"
+        ]
+        parts += [f'<div class="s3commit-note" {block}>{with_code(n)}</div>' for n in failure.notes]
+        parts += [
+            f'<div class="s3commit-left" {block}>{with_code(line)}</div>'
+            for line in failure.left_behind()
+        ]
+        return "".join(parts)

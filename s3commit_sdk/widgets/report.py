@@ -17,6 +17,7 @@ from .. import uploads as up
 from ..errors import S3CommitError, StoreError
 from ..formats import parse_success
 from ..paths import S3_SCHEMES, SUCCESS_MARKER
+from ..progress import job_seconds
 from ._common import (
     FONT,
     WidgetWrapper,
@@ -152,6 +153,7 @@ class SuccessReport(WidgetWrapper):
             "bytes": doc.get("bytes"),
             "files": len(self.files) if self.doc is not None else None,
             "replaced_objects": doc.get("replacedObjects"),
+            "delta_version": doc.get("deltaVersion"),
             "durations": dict(doc.get("durations", {})),
             "requests": dict(doc.get("requests", {})),
         }
@@ -202,7 +204,11 @@ class SuccessReport(WidgetWrapper):
             ("rows", s["rows"]),
             ("bytes", f"{format_bytes(s['bytes'])} ({s['bytes']} B)"),
             ("replaced objects", s["replaced_objects"]),
+            ("duration", f"{format_seconds(job_seconds(s['durations']))} (setup + tasks + commit)"),
         ]
+        if "deltaVersion" in doc:
+            removed = doc.get("deltaRemovedFiles", 0)
+            facts.append(("Delta table version", f"{s['delta_version']} ({removed} files removed)"))
         durations = s["durations"]
         phase_chart = svg_bar_chart(
             list(durations),

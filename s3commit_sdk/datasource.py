@@ -1,0 +1,347 @@
+"""The ``s3commit`` Spark data source: the committers behind ``df.write`` and ``spark.read``.
+
+PySpark's Python Data Source API (4.x) calls ``writer()`` once per write on the driver side
+(in a Python worker the driver's JVM starts; under Connect, on the server), ``write()`` once
+per task on the executors, and ``commit()`` / ``abort()`` in yet another Python worker. So
+``writer()`` validates and sets the job up (bucket check, conflict checks, alive marker)
+before any task runs; tasks run the committers' task side; ``commit()`` is job commit, whose
+result is the ``_SUCCESS`` document (:func:`s3commit_sdk.read_result` reads it back);
+``abort()`` is job abort, which finds the uploads of failed and killed attempts by job UUID
+(the API has no per-task abort).
+
+Reading lists the visible files (one input partition per file, large Parquet files split by
+row groups), discovers Hive partition columns as Spark does, and returns Arrow batches.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructField, StructType
+
+from .api import new_job
+from .committers import make_committer
+from .credentials import with_provider
+from .engines.connect import attempts_settle_seconds
+from .engines.spark import struct_to_arrow
+from .errors import InvalidPathError
+from .options import parse_size, resolve_options
+from .paths import S3Location, parse_s3_url
+from .protocol import JobContext, _split_task_phase, execute_task
+from .redaction import redacted_logs
+from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
+from .store import S3Settings
+
+NAME = "s3commit"
+_DEFAULT_SPLIT = "128M"  # as spark.sql.files.maxPartitionBytes
+
+
+def register(spark) -> None:
+    """Register the ``s3commit`` data source with a classic or Spark Connect session.
+
+    Not needed where the package is installed on the driver (under Connect: on the server):
+    Spark then finds the ``pyspark_s3commit`` module by itself.
+    """
+    spark.dataSource.register(S3CommitDataSource)
+
+
+@dataclass
+class TaskCommitMessage(WriterCommitMessage):
+    """One task attempt's commit message, as ``write_committed``'s tasks return it."""
+
+    message: str
+
+
+class S3CommitDataSource(DataSource):
+    """``df.write.format("s3commit")`` and ``spark.read.format("s3commit")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    # -- writing ------------------------------------------------------------------------------
+    def writer(self, schema: StructType, overwrite: bool) -> S3CommitWriter:
+        """Validate every option and set the job up, before Spark starts a task."""
+        arrow = struct_to_arrow(schema, "UTC")  # the batches carry the session's zone
+        job = write_job(self.options, arrow, overwrite)
+        started = time.time()
+        with redacted_logs(job.settings.secret_key, job.settings.session_token):
+            make_committer(job).setup_job()
+        now = time.time()
+        return S3CommitWriter(job, arrow, now - started, now)
+
+    # -- reading ------------------------------------------------------------------------------
+    def schema(self) -> StructType:
+        read = ReadOptions.parse(self.options)
+        listing = read.list()
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return table_schema(from_arrow_schema(file_schema(read.store, listing)), listing)
+
+    def reader(self, schema: StructType) -> S3CommitReader:
+        read = ReadOptions.parse(self.options)
+        plan = ScanPlan(read, read.list(), schema)
+        return PruningReader(plan) if _planning_with_pushdown() else S3CommitReader(plan)
+
+
+def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) -> JobContext:
+    """The job ``df.write.format("s3commit")`` describes, validated as ``write_committed`` does.
+
+    ``mode("overwrite")`` is conflict mode replace (the directory committer replaces the whole
+    destination, the partitioned and magic committers with ``partition_by`` the partitions
+    written), ``mode("append")`` is append; an explicit ``conflict_mode`` wins.
+    """
+    given = dict(options)
+    path = given.pop("path", None)
+    if not path:
+        raise InvalidPathError("no destination: call .save('s3://bucket/prefix')")
+    committer = given.pop("committer", "partitioned")
+    columns = [c.strip() for c in given.pop("partition_by", "").split(",") if c.strip()]
+    conflict_mode = given.pop("conflict_mode", None)
+    explicit = any(k.endswith("staging.conflict-mode") for k in given)
+    if conflict_mode is None and not explicit:
+        conflict_mode = "replace" if overwrite else "append"
+    provider = given.pop("credentials_provider", None)
+    return new_job(
+        path,
+        committer=committer,
+        partition_by=columns or None,
+        conflict_mode=conflict_mode,
+        format=given.pop("format", "parquet"),
+        options=given,
+        schema=schema,
+        conf={},
+        credentials_provider=provider,
+    )
+
+
+class S3CommitWriter(DataSourceArrowWriter):
+    """Pickled to every task and to the worker that commits or aborts the job."""
+
+    def __init__(self, job: JobContext, schema: pa.Schema, setup_s: float, tasks_from: float):
+        self.job, self.schema = job, schema
+        self.setup_s, self.tasks_from = setup_s, tasks_from
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        message = execute_task(
+            self.job, ctx.partitionId(), ctx.attemptNumber(), iterator, self.schema
+        )
+        return TaskCommitMessage(message)
+
+    def commit(self, messages: list[TaskCommitMessage | None]) -> None:
+        texts = [m.message for m in messages if m is not None]
+        tasks = time.time() - self.tasks_from
+        phases = {"job_setup": self.setup_s, "tasks": tasks, **_split_task_phase(texts, tasks)}
+        with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
+            make_committer(self.job).commit_job(texts, phases)
+
+    def abort(self, messages: list[TaskCommitMessage | None]) -> None:
+        """Wait until Spark has destroyed the killed attempts, then abort by job UUID."""
+        time.sleep(attempts_settle_seconds())
+        texts = [m.message for m in messages if m is not None]
+        with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
+            make_committer(self.job).abort_job(texts)
+
+
+# -- reading ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReadOptions:
+    """``spark.read.format("s3commit")`` options: S3 ones as ``write_committed`` takes them."""
+
+    location: S3Location
+    format: str | None
+    zone: str
+    split_bytes: int
+    settings: S3Settings
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        given = dict(options)
+        path = given.pop("path", None)
+        if not path:
+            raise InvalidPathError("no source: call .load('s3://bucket/prefix')")
+        fmt = given.pop("format", None)
+        zone = given.pop("timezone", "UTC")
+        split = parse_size("maxPartitionBytes", given.pop("maxpartitionbytes", _DEFAULT_SPLIT))
+        provider = given.pop("credentials_provider", None)
+        resolved = resolve_options(given)
+        settings = with_provider(S3Settings.resolve(resolved), resolved, provider)
+        return cls(parse_s3_url(path), fmt, zone, split, settings)
+
+    @property
+    def store(self):
+        return store_for(self.settings)
+
+    def list(self) -> Listing:
+        return list_table(self.store, self.location, self.format)
+
+
+def table_schema(data: StructType, listing: Listing) -> StructType:
+    """The file's columns, then the partition columns (which win over a same-named column)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    partition = set(listing.partition_columns)
+    fields = [f for f in data.fields if f.name not in partition]
+    for name, arrow_type in zip(listing.partition_columns, listing.partition_types, strict=True):
+        fields.append(StructField(name, from_arrow_type(arrow_type), True))
+    return StructType(fields)
+
+
+class ScanPlan:
+    """What every read task needs: the listing, the columns asked for, their Arrow types."""
+
+    def __init__(self, read: ReadOptions, listing: Listing, schema: StructType) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.read, self.listing = read, listing
+        self.wanted = to_arrow_schema(schema, timezone="UTC")
+        partition = set(listing.partition_columns)
+        self.data = pa.schema([f for f in self.wanted if f.name not in partition])
+        self.pruned: set[str] = set()
+
+    def splits(self) -> list[FileSplit]:
+        kept = [f for f in self.listing.files if f.key not in self.pruned]
+        listing = Listing(
+            self.listing.location,
+            self.listing.format,
+            tuple(kept),
+            self.listing.partition_columns,
+            self.listing.partition_types,
+        )
+        return plan_splits(self.read.store, listing, self.read.split_bytes)
+
+
+class S3CommitReader(DataSourceReader):
+    """One input partition per file (or per row-group run of a large Parquet file)."""
+
+    def __init__(self, plan: ScanPlan) -> None:
+        self.plan = plan
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(split) for split in self.plan.splits()]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        yield from read_split(
+            plan.read.store, plan.listing, partition.value, plan.data, plan.wanted, plan.read.zone
+        )
+
+
+class PruningReader(S3CommitReader):
+    """Drops the files of partitions that no row of a pushed filter can come from.
+
+    Only used when Spark asks for pushdown (``spark.sql.python.filterPushdown.enabled``):
+    Spark's planning fails for a reader defining ``pushFilters`` while it is off. Every filter
+    is handed back, so Spark still evaluates them all on the rows.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        listing, zone = self.plan.listing, self.plan.read.zone
+        for file in listing.files:
+            values = _typed_partition(listing, file.values, zone)
+            if values is not None and not all(_may_hold(f, values) for f in filters):
+                self.plan.pruned.add(file.key)
+        return filters
+
+
+def _typed_partition(listing: Listing, raws, zone: str) -> dict[str, object] | None:
+    from .partitions import typed_value
+
+    try:
+        return {
+            name: typed_value(raw, arrow_type, zone)
+            for name, arrow_type, raw in zip(
+                listing.partition_columns, listing.partition_types, raws, strict=True
+            )
+        }
+    except (ValueError, ArithmeticError):
+        return None
+
+
+_UNKNOWN = object()
+_COMPARE = {
+    GreaterThan: lambda a, b: a > b,
+    GreaterThanOrEqual: lambda a, b: a >= b,
+    LessThan: lambda a, b: a < b,
+    LessThanOrEqual: lambda a, b: a <= b,
+    EqualTo: lambda a, b: a == b,
+}
+_TEXT = {
+    StringStartsWith: str.startswith,
+    StringEndsWith: str.endswith,
+    StringContains: str.__contains__,
+}
+
+
+def _may_hold(f: Filter, values: dict[str, object]) -> bool:
+    """False only if ``f`` is false or null for the partition's constant values."""
+    return _truth(f, values) not in (False, None)
+
+
+def _truth(f: Filter, values: dict[str, object]) -> object:
+    """SQL truth of ``f`` on one partition: True, False, None (null), or _UNKNOWN."""
+    if isinstance(f, Not):
+        inner = _truth(f.child, values)
+        return inner if inner is None or inner is _UNKNOWN else not inner
+    attribute = getattr(f, "attribute", ())
+    if len(attribute) != 1 or attribute[0] not in values:
+        return _UNKNOWN
+    value = values[attribute[0]]
+    try:
+        if isinstance(f, IsNull):
+            return value is None
+        if isinstance(f, IsNotNull):
+            return value is not None
+        if isinstance(f, EqualNullSafe):
+            return value == f.value
+        if value is None:
+            return None
+        if type(f) in _COMPARE:
+            return None if f.value is None else bool(_COMPARE[type(f)](value, f.value))
+        if isinstance(f, In):
+            return True if value in f.value else (None if None in f.value else False)
+        if type(f) in _TEXT and isinstance(value, str) and isinstance(f.value, str):
+            return _TEXT[type(f)](value, f.value)
+    except TypeError:  # a literal of another type than the partition value: Spark decides
+        return _UNKNOWN
+    return _UNKNOWN
+
+
+def _planning_with_pushdown() -> bool:
+    """Whether ``reader()`` was called by Spark's filter-pushdown planning worker."""
+    frame = sys._getframe(1)
+    for _ in range(4):
+        frame = frame.f_back
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+    return False

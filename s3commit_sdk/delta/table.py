@@ -1,0 +1,397 @@
+"""One job as one Delta version, through delta-rs (``deltalake``), on files already written.
+
+delta-rs commits ``_delta_log/<version>.json`` with ``If-None-Match: *`` (S3, Ceph RGW): a
+commit that finds its version taken re-reads the log, checks for conflicts and retries at the
+next version, so concurrent appends all land. Every commit carries the job id in its commit
+info and an application transaction ``s3commit-job:<job id>``: a retried commit of the same job
+finds that transaction and never adds the files twice. Jobs that must be alone on their
+partitions (``replace``, ``fail``) also carry one transaction per partition, so two of them
+racing on a partition conflict even where no file was there to remove.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import boto3
+import deltalake
+import pyarrow as pa
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    Transaction,
+    create_table_with_add_actions,
+)
+
+from ..credentials import provider_session
+from ..errors import CommitError, InvalidArgumentError, StoreError
+from ..formats import Journal, PendingUpload
+from ..paths import S3Location, partition_dir
+from ..store import S3Settings, S3Store
+from .schema import schema_difference
+
+#: commit info key naming the job that produced a version
+JOB_KEY = "s3commit.jobId"
+#: journal extraData keys
+SCHEMA_KEY, READ_VERSION_KEY, UNIT_KEY = "deltaSchema", "deltaReadVersion", "deltaReplaces"
+#: PendingUpload extraData key of a file's Delta statistics
+STATS_KEY = "deltaStats"
+LOG_DIR = "_delta_log"
+_GONE = {"NoSuchKey", "404"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def table_uri(location: S3Location) -> str:
+    return f"s3://{location.bucket}/{location.prefix}"
+
+
+def job_app_id(job_id: str) -> str:
+    return f"s3commit-job:{job_id}"
+
+
+def partition_app_id(partition: str) -> str:
+    """One per partition (``""``: the whole table) that exclusive jobs claim."""
+    return f"s3commit-partition:{partition}"
+
+
+def storage_options(settings: S3Settings) -> dict[str, str]:
+    """delta-rs reads S3 through its own client: the same endpoint and credentials as boto3's.
+
+    Credentials are resolved the way the store resolves them (explicit keys, a provider, the
+    profile, the environment or an instance role) and handed over as fixed keys.
+    """
+    options = {
+        "AWS_REGION": settings.region or "us-east-1",
+        # as many attempts per request as the store makes for a transient error
+        "max_retries": str(settings.retry.max_attempts - 1),
+        "retry_timeout": f"{math.ceil(settings.retry.max_duration_s)}s",
+    }
+    if settings.endpoint_url:  # delta-rs takes AWS_ENDPOINT_URL_S3 from the environment first
+        options["AWS_ENDPOINT_URL"] = options["AWS_ENDPOINT_URL_S3"] = settings.endpoint_url
+        if settings.endpoint_url.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if settings.path_style:
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+    keys = _credentials(settings)
+    if keys:
+        options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"] = keys[0], keys[1]
+        if keys[2]:
+            options["AWS_SESSION_TOKEN"] = keys[2]
+    return options
+
+
+def _credentials(settings: S3Settings) -> tuple[str, str, str | None] | None:
+    if settings.access_key and settings.secret_key:
+        return settings.access_key, settings.secret_key, settings.session_token
+    if settings.credentials_provider is not None:
+        session = provider_session(settings.credentials_provider)
+    else:
+        session = boto3.session.Session(profile_name=settings.profile)
+    found = session.get_credentials()
+    if found is None:
+        return None
+    frozen = found.get_frozen_credentials()
+    return frozen.access_key, frozen.secret_key, frozen.token
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """The version a job produced (None: its log entry was cleaned up since) and how many
+    files it removed from the table."""
+
+    version: int | None
+    removed: int
+
+
+class TableCommitFailed(Exception):
+    """The Delta transaction was certainly not committed; ``conflict``: another writer won."""
+
+    def __init__(self, message: str, conflict: bool) -> None:
+        super().__init__(message)
+        self.conflict = conflict
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """The Delta transaction of one job, worked out from its journal alone (so ``recover``
+    commits exactly what the job would have)."""
+
+    job_id: str
+    location: S3Location
+    schema: str
+    read_version: int | None
+    partition_by: tuple[str, ...]
+    mode: str
+    per_partition: bool
+    commits: tuple[PendingUpload, ...]
+
+    @classmethod
+    def from_journal(cls, journal: Journal, location: S3Location) -> TablePlan:
+        extra = journal.extraData
+        if not isinstance(extra.get(SCHEMA_KEY), str) or UNIT_KEY not in extra:
+            raise CommitError(f"the journal of job {journal.jobId} holds no Delta transaction")
+        for commit in journal.commits:
+            if not isinstance(commit.extraData.get(STATS_KEY), str):
+                raise CommitError(
+                    f"{commit.destinationKey!r} has no Delta statistics in the commit journal"
+                )
+        return cls(
+            job_id=journal.jobId,
+            location=location,
+            schema=extra[SCHEMA_KEY],
+            read_version=extra.get(READ_VERSION_KEY),
+            partition_by=tuple(journal.partitionBy),
+            mode=journal.conflictMode,
+            per_partition=extra[UNIT_KEY] == "partition",
+            commits=tuple(journal.commits),
+        )
+
+    @property
+    def exclusive(self) -> bool:
+        """replace and fail must be alone on what they write; append need not be."""
+        return self.mode in ("replace", "fail")
+
+    def partitions(self) -> set[tuple[str | None, ...]]:
+        return {tuple(c.partition.get(col) for col in self.partition_by) for c in self.commits}
+
+    def adds(self) -> list[AddAction]:
+        now = int(time.time() * 1000)
+        return [
+            AddAction(
+                self.location.relative(c.destinationKey),
+                c.length,
+                {col: c.partition.get(col) for col in self.partition_by},
+                now,
+                True,
+                c.extraData[STATS_KEY],
+            )
+            for c in self.commits
+        ]
+
+    def claims(self) -> list[str]:
+        """The partitions (app ids) an exclusive job claims; none for append."""
+        if not self.exclusive:
+            return []
+        if not (self.per_partition and self.partition_by):
+            return [partition_app_id("")]
+        columns = list(self.partition_by)
+        return sorted(partition_app_id(partition_dir(columns, list(v))) for v in self.partitions())
+
+    def properties(self) -> CommitProperties:
+        now = int(time.time() * 1000)
+        claims = [Transaction(app, now) for app in self.claims()]
+        return CommitProperties(
+            custom_metadata={JOB_KEY: self.job_id},
+            app_transactions=[Transaction(job_app_id(self.job_id), 1), *claims],
+        )
+
+    def actions(self, table: deltalake.DeltaTable) -> tuple[list, str, list | None]:
+        """(actions, mode, partition filters) for ``create_write_transaction`` on ``table``.
+
+        Replacing partitions is an overwrite with partition filters when one conjunction names
+        exactly the partitions written (always, with one partition column); otherwise the files
+        of those partitions are removed one by one.
+        """
+        adds = self.adds()
+        if self.mode != "replace":
+            return adds, "append", None
+        if not (self.per_partition and self.partition_by):
+            return adds, "overwrite", None
+        written = self.partitions()
+        if not written:
+            return adds, "append", None
+        columns = [
+            sorted({values[i] or "" for values in written}) for i in range(len(self.partition_by))
+        ]
+        if math.prod(len(c) for c in columns) == len(written):
+            filters = [
+                (col, "in", values) for col, values in zip(self.partition_by, columns, strict=True)
+            ]
+            return adds, "overwrite", filters
+        return _removals(table, self.partition_by, written) + adds, "append", None
+
+
+def _removals(
+    table: deltalake.DeltaTable, columns: tuple[str, ...], written: Iterable[tuple]
+) -> list[RemoveAction]:
+    """The active files of exactly the ``written`` partitions, as remove actions.
+
+    Files are matched by their partition directory, which our writers name from the values
+    (this SDK is the table's only writer); the log's paths are percent-encoded, actions take
+    the plain ones.
+    """
+    values = {
+        partition_dir(list(columns), list(v)): dict(zip(columns, v, strict=True)) for v in written
+    }
+    actions = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes"])
+    now = int(time.time() * 1000)
+    removes = []
+    for path, size in zip(
+        *(actions.column(c).to_pylist() for c in actions.column_names), strict=True
+    ):
+        plain = unquote(path)
+        directory = plain.rsplit("/", 1)[0] if "/" in plain else ""
+        if directory in values:
+            removes.append(RemoveAction(plain, True, now, size, values[directory]))
+    return removes
+
+
+def _one_line(error: Exception) -> str:
+    """delta-rs's multi-line, colour-coded error text as one plain line."""
+    text = " ".join(_ANSI.sub("", str(error)).replace("↳", " ").split())
+    return f"{type(error).__name__}: {text[:400]}"
+
+
+class DeltaLog:
+    """The Delta table at a destination: its state, and commits of whole jobs."""
+
+    def __init__(self, location: S3Location, settings: S3Settings, store: S3Store) -> None:
+        self.location, self.settings, self.store = location, settings, store
+        self.uri = table_uri(location)
+        self._options: dict[str, str] | None = None
+
+    @property
+    def options(self) -> dict[str, str]:
+        if self._options is None:
+            self._options = storage_options(self.settings)
+        return self._options
+
+    def open(self, version: int | None = None) -> deltalake.DeltaTable | None:
+        """The table (at ``version``, else the latest), or None where there is none yet."""
+        try:
+            return deltalake.DeltaTable(self.uri, version=version, storage_options=self.options)
+        except TableNotFoundError:
+            return None
+
+    @staticmethod
+    def occupied(table: deltalake.DeltaTable | None) -> set[str]:
+        """Partition directories holding data (``""``: an unpartitioned table with data)."""
+        if table is None:
+            return set()
+        columns = list(table.metadata().partition_columns)
+        if not columns:
+            return {""} if table.file_uris() else set()
+        return {partition_dir(columns, [p.get(c) for c in columns]) for p in table.partitions()}
+
+    def check_fits(self, table: deltalake.DeltaTable, schema: str, partition_by: tuple) -> None:
+        """Refuse, before anything is uploaded, data that does not fit the existing table."""
+        columns = tuple(table.metadata().partition_columns)
+        if columns != tuple(partition_by):
+            raise InvalidArgumentError(
+                f"the Delta table at {self.location.url()} is partitioned by {list(columns)}, "
+                f"this job by {list(partition_by)}: give partition_by={list(columns)}"
+            )
+        difference = schema_difference(table.schema().to_json(), schema)
+        if difference:
+            raise InvalidArgumentError(
+                f"the data does not fit the Delta table at {self.location.url()}: {difference}"
+            )
+
+    # -- commit ---------------------------------------------------------------------------------
+    def commit(self, plan: TablePlan, table: deltalake.DeltaTable | None) -> DeltaCommit:
+        """Commit the job's transaction; idempotent. ``table``: the plan's read snapshot, if held.
+
+        Raises :class:`TableCommitFailed` when the transaction certainly did not land, and
+        :class:`CommitError` when that cannot be told (the files must then be kept).
+        """
+        try:
+            self._write(plan, table)
+        except TableCommitFailed:
+            raise
+        except Exception as exc:  # delta-rs raises DeltaError, OSError, ... for store failures
+            return self._settle(plan, exc)
+        found = self.find(plan.job_id, plan.read_version)
+        if found is None:
+            raise CommitError(
+                f"delta-rs reported the commit of job {plan.job_id} done, but no version of "
+                f"{self.uri} after {plan.read_version} names it"
+            )
+        return found
+
+    def _write(self, plan: TablePlan, table: deltalake.DeltaTable | None) -> None:
+        schema = deltalake.Schema.from_json(plan.schema)
+        if plan.read_version is None:
+            try:
+                create_table_with_add_actions(
+                    self.uri,
+                    schema,
+                    plan.adds(),
+                    mode="error",
+                    partition_by=list(plan.partition_by),
+                    storage_options=self.options,
+                    commit_properties=plan.properties(),
+                )
+                return
+            except Exception:
+                table = self.open()
+                if table is None or table.transaction_version(job_app_id(plan.job_id)):
+                    raise  # settled by the caller
+            if plan.mode != "append":
+                raise TableCommitFailed(
+                    f"another job created the Delta table at {self.uri} while this one ran",
+                    conflict=True,
+                )
+            self.check_fits(table, plan.schema, plan.partition_by)
+        elif table is None or table.version() != plan.read_version:
+            table = self.open(plan.read_version)
+        actions, mode, filters = plan.actions(table)
+        table.create_write_transaction(
+            actions,
+            mode=mode,
+            schema=schema,
+            partition_by=list(plan.partition_by),
+            partition_filters=filters,
+            commit_properties=plan.properties(),
+        )
+
+    def _settle(self, plan: TablePlan, cause: Exception) -> DeltaCommit:
+        """After a failed commit call: did the transaction land (a lost answer) or not?"""
+        try:
+            found = self.committed(plan.job_id, plan.read_version)
+        except Exception as exc:
+            raise CommitError(
+                f"committing job {plan.job_id} to the Delta table {self.uri} failed "
+                f"({_one_line(cause)}), and checking whether it landed failed too ({exc})"
+            ) from cause
+        if found is not None:
+            return found
+        conflict = isinstance(cause, CommitFailedError)
+        raise TableCommitFailed(_one_line(cause), conflict) from cause
+
+    def committed(self, job_id: str, after: int | None) -> DeltaCommit | None:
+        """The version holding ``job_id``'s transaction in the latest table, or None."""
+        table = self.open()
+        if table is None or table.transaction_version(job_app_id(job_id)) is None:
+            return None
+        return self.find(job_id, after) or DeltaCommit(None, 0)
+
+    def find(self, job_id: str, after: int | None) -> DeltaCommit | None:
+        """Read log entries from ``after + 1`` on until one names ``job_id`` (None at the end)."""
+        version = 0 if after is None else after + 1
+        while True:
+            entry = self._entry(version)
+            if entry is None:
+                return None
+            info = next((a["commitInfo"] for a in entry if "commitInfo" in a), {})
+            if info.get(JOB_KEY) == job_id:
+                return DeltaCommit(version, sum(1 for a in entry if "remove" in a))
+            version += 1
+
+    def _entry(self, version: int) -> list[dict[str, Any]] | None:
+        key = self.location.key(f"{LOG_DIR}/{version:020d}.json")
+        try:
+            body = self.store.get(self.location.bucket, key)
+        except StoreError as exc:
+            if exc.code in _GONE:
+                return None
+            raise
+        return [json.loads(line) for line in body.splitlines() if line.strip()]

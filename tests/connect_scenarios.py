@@ -1,0 +1,149 @@
+"""Spark Connect scenarios, run in a process of their own by tests/test_connect.py.
+
+A Connect session and a classic one do not mix in one process, so the test launches this
+script (``python connect_scenarios.py '{"base": ..., "out": ...}'``), which starts one local
+Connect server, runs every scenario, and writes what each produced (or raised) as JSON. The S3
+endpoint comes from the environment (``AWS_ENDPOINT_URL``), as for any boto3 client. The
+checks of the S3 state are the test's own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import time
+import traceback
+
+SCHEMA = "id int, city string, day date, amount double"
+COMMITTERS = ("directory", "partitioned", "magic")
+FILTER = "day = date'2026-11-02' AND city IN ('x/y', 'a=b')"
+
+
+def sample_rows(n: int = 60, day0: int = 1) -> list[tuple]:
+    cities = ["Zürich", "a=b", "x/y", None]
+    return [(i, cities[i % 4], dt.date(2026, 11, day0 + i % 3), i * 0.5) for i in range(n)]
+
+
+def as_text(row: dict) -> tuple:
+    """A row as test_connect compares it: sorted columns, values as text."""
+    return tuple("<null>" if row[c] is None else str(row[c]) for c in sorted(row))
+
+
+def main(spec: dict) -> dict:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
+    import s3commit_sdk
+    from s3commit_sdk import read_result, write_committed
+
+    base = spec["base"]
+    spark = (
+        SparkSession.builder.remote("local[2]")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    results: dict[str, dict] = {}
+
+    def scenario(name: str, action) -> None:
+        started = time.monotonic()
+        try:
+            results[name] = {"ok": True, **(action() or {})}
+        except Exception as exc:
+            results[name] = {
+                "ok": False,
+                "error_type": type(exc).__name__,
+                "error": str(exc)[:4000],
+                "traceback": traceback.format_exc()[-4000:],
+            }
+        results[name]["seconds"] = round(time.monotonic() - started, 2)
+
+    def frame(n: int = 60, day0: int = 1):
+        return spark.createDataFrame(sample_rows(n, day0), SCHEMA).repartition(3)
+
+    def fail_in_partition_2(value):
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 2:
+            time.sleep(1.0)  # the other tasks have uploaded by then
+            raise RuntimeError("injected failure")
+        return value
+
+    def failing_frame():
+        return frame().withColumn("id", F.udf(fail_in_partition_2, IntegerType())("id"))
+
+    def save(df, url: str, mode: str = "append", **options: str) -> None:
+        writer = df.write.format("s3commit").mode(mode)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save(url)
+
+    def with_events(committer: str):
+        events = []
+        result = write_committed(
+            frame(), f"{base}/wc-{committer}", committer, ["day"], progress=events.append
+        )
+        return {
+            "rows": result.rows,
+            "files": len(result.files),
+            "bytes": result.bytes,
+            "events": [[e.phase, e.tasks_done, e.tasks_total, e.files, e.bytes] for e in events],
+        }
+
+    for committer in COMMITTERS:
+        scenario(f"wc-{committer}", lambda c=committer: with_events(c))
+
+    def data_source(committer: str):
+        save(frame(), f"{base}/ds-{committer}", committer=committer, partition_by="day")
+        result = read_result(f"{base}/ds-{committer}")
+        return {"rows": result.rows, "committer": result.committer, "files": len(result.files)}
+
+    # the first data source write runs unregistered: Spark finds pyspark_s3commit by itself
+    scenario("ds-directory", lambda: data_source("directory"))
+    scenario("register", lambda: s3commit_sdk.register(spark))
+    for committer in COMMITTERS[1:]:
+        scenario(f"ds-{committer}", lambda c=committer: data_source(c))
+
+    scenario(
+        "wc-fail",
+        lambda: write_committed(failing_frame(), f"{base}/wc-fail", "magic", ["day"], "replace"),
+    )
+    scenario(
+        "ds-fail",
+        lambda: save(failing_frame(), f"{base}/ds-fail", "overwrite", partition_by="day"),
+    )
+    scenario(
+        "wc-conflict",
+        lambda: write_committed(frame(6), f"{base}/wc-partitioned", partition_by=["day"]),
+    )
+
+    def overwrite_one_partition():
+        day1 = frame(9).filter("day = date'2026-11-01'")
+        save(day1, f"{base}/ds-partitioned", "overwrite", partition_by="day")
+
+    scenario("ds-overwrite", overwrite_one_partition)
+
+    def read(pushdown: str):
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
+        table = spark.read.format("s3commit").load(f"{base}/wc-partitioned")
+        return {
+            "schema": table.schema.simpleString(),
+            "rows": [as_text(r.asDict()) for r in table.collect()],
+            "filtered": [as_text(r.asDict()) for r in table.filter(FILTER).collect()],
+        }
+
+    scenario("read", lambda: read("false"))
+    scenario("read-pushdown", lambda: read("true"))
+    spark.stop()
+    return results
+
+
+if __name__ == "__main__":
+    spec = json.loads(sys.argv[1])
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with open(spec["out"], "w") as out:
+        json.dump(main(spec), out)

@@ -1,0 +1,159 @@
+"""Both APIs on a Spark Connect session (``SparkSession.builder.remote("local[2]")``).
+
+A Connect session cannot share a process with the classic session of the other tests: one
+child process per S3 server runs every scenario (tests/connect_scenarios.py) against one local
+Connect server, and reports what each produced. These tests check that report and, through
+their own boto3 client, what the scenarios left on S3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import BUCKET, list_keys, pending_uploads, read_back, rows_of, visible_keys
+from connect_scenarios import COMMITTERS, as_text, sample_rows
+
+from s3commit_sdk import UnsupportedSessionError, write_committed
+
+SCRIPT = Path(__file__).with_name("connect_scenarios.py")
+ROOT = Path(__file__).parents[1]
+EXISTING = "day=2026-11-01/existing.parquet"
+
+
+@dataclass
+class ConnectRun:
+    prefix: str
+    results: dict[str, dict]
+
+    def ok(self, name: str) -> dict:
+        outcome = self.results[name]
+        assert outcome["ok"], f"{name}: {outcome.get('traceback')}"
+        return outcome
+
+    def failed(self, name: str) -> dict:
+        outcome = self.results[name]
+        assert not outcome["ok"], f"{name} should have failed"
+        return outcome
+
+
+@pytest.fixture(scope="module")
+def connect(s3_server, s3, tmp_path_factory):
+    """Every scenario, run once per S3 server by a child process with its own Connect server.
+
+    ``PYTHONPATH`` names the repository, so Spark's lookup of ``pyspark_*`` modules finds
+    ``pyspark_s3commit`` (an editable install hides top-level modules from that lookup).
+    """
+    prefix = f"t/connect-{s3_server.kind}-{uuid.uuid4().hex[:8]}"
+    for name in ("wc-fail", "ds-fail"):
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
+    work = tmp_path_factory.mktemp("connect")
+    spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "results.json")}
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, **s3_server.env, "PYTHONPATH": os.pathsep.join(paths)}
+    with open(work / "child.log", "w") as log:
+        child = subprocess.run(
+            [sys.executable, str(SCRIPT), json.dumps(spec)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+        )
+    if child.returncode != 0:
+        pytest.fail(f"the Connect child failed:\n{(work / 'child.log').read_text()[-6000:]}")
+    yield ConnectRun(prefix, json.loads(Path(spec["out"]).read_text()))
+    assert pending_uploads(s3, prefix + "/") == []
+
+
+def expected(n: int = 60, day0: int = 1) -> list[tuple]:
+    return rows_of(pa.Table.from_pylist([as_dict(r) for r in sample_rows(n, day0)]))
+
+
+def as_dict(row: tuple) -> dict:
+    return dict(zip(("id", "city", "day", "amount"), row, strict=True))
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+def test_write_committed_on_connect(connect, s3_server, s3, committer):
+    outcome = connect.ok(f"wc-{committer}")
+    assert outcome["rows"] == 60
+    assert read_back(s3_server, f"{connect.prefix}/wc-{committer}") == expected()
+    events = outcome["events"]
+    phase, done, total, files, size = events[-1]
+    assert (phase, done, total) == ("done", 3, 3)
+    assert (files, size) == (outcome["files"], outcome["bytes"])
+    writing = [e for e in events if e[0] == "writing" and e[2] is not None]
+    assert writing, "no live progress while the tasks ran"
+    assert list_keys(s3, f"{connect.prefix}/wc-{committer}/__s3commit/") == []
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+def test_data_source_on_connect(connect, s3_server, committer):
+    """The directory write ran before register(): Spark found the data source by itself."""
+    outcome = connect.ok(f"ds-{committer}")
+    assert (outcome["rows"], outcome["committer"]) == (60, committer)
+    if committer != "partitioned":  # partitioned: overwritten below, checked there
+        assert read_back(s3_server, f"{connect.prefix}/ds-{committer}") == expected()
+    connect.ok("register")
+
+
+def test_failing_task_on_connect_leaves_nothing_visible_or_pending(connect, s3):
+    assert connect.failed("wc-fail")["error_type"] == "TaskFailedError"
+    assert "injected failure" in connect.failed("ds-fail")["error"]
+    for name in ("wc-fail", "ds-fail"):
+        directory = f"{connect.prefix}/{name}/"
+        assert visible_keys(s3, directory) == [directory + EXISTING]
+        assert list_keys(s3, directory + "__s3commit/") == []
+        assert [k for k in list_keys(s3, directory) if "__magic" in k] == []
+        assert pending_uploads(s3, directory) == []
+
+
+def test_typed_errors_from_tasks_survive_connect(connect):
+    outcome = connect.failed("wc-conflict")
+    assert outcome["error_type"] == "ConflictError"
+    assert "already holds data" in outcome["error"]
+
+
+def test_overwrite_of_one_partition_keeps_the_others_on_connect(connect, s3_server):
+    connect.ok("ds-overwrite")
+    day = 2  # in the sorted columns amount, city, day, id
+    day1 = [r for r in expected(9) if r[day] == "2026-11-01"]
+    others = [r for r in expected() if r[day] != "2026-11-01"]
+    assert read_back(s3_server, f"{connect.prefix}/ds-partitioned") == sorted(day1 + others)
+
+
+@pytest.mark.parametrize("scenario", ["read", "read-pushdown"])
+def test_reader_on_connect(connect, scenario):
+    outcome = connect.ok(scenario)
+    assert outcome["schema"] == "struct<id:int,city:string,amount:double,day:date>"
+    assert sorted(map(tuple, outcome["rows"])) == expected()
+    rows = [as_dict(r) for r in sample_rows()]
+    wanted = [
+        as_text(r) for r in rows if str(r["day"]) == "2026-11-02" and r["city"] in ("x/y", "a=b")
+    ]
+    assert sorted(map(tuple, outcome["filtered"])) == sorted(wanted)
+
+
+class DataFrame:
+    """A Connect DataFrame of a client without tags (as Spark 3.4's): what the SDK checks."""
+
+    __module__ = "pyspark.sql.connect.dataframe"
+
+    class sparkSession:
+        pass
+
+    def mapInArrow(self, *args):
+        raise AssertionError("no task may run")
+
+
+def test_a_session_without_tags_is_refused_by_name(s3, s3_server):
+    with pytest.raises(UnsupportedSessionError, match="addTag, removeTag, interruptTag"):
+        write_committed(DataFrame(), f"s3://{BUCKET}/t/never", progress=False)
