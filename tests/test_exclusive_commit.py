@@ -55,12 +55,18 @@ def test_marker_appearing_during_the_job_aborts_its_commit(spark, s3, s3_server,
 
     other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
     key, bucket = marker_key(dest), BUCKET
-    endpoint = s3_server.endpoint  # the workers' environment names the first server started
+    env = s3_server.env  # the workers' environment is the one Spark started with
 
     def grab_marker(value):  # runs inside the tasks, after job setup
         import boto3
 
-        client = boto3.client("s3", endpoint_url=endpoint)
+        client = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_REGION"],
+        )
         client.put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
         return value
 
