@@ -335,17 +335,23 @@ class TqdmProgress:
         bar.refresh()
 
 
+def _kernel_shell() -> Any:
+    """The IPython shell of the Jupyter kernel this code runs in, or None outside a kernel."""
+    if "ipykernel" not in sys.modules:
+        return None
+    from ipykernel.zmqshell import ZMQInteractiveShell
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell if isinstance(shell, ZMQInteractiveShell) else None
+
+
 def _widget_front_end() -> bool:
     """A kernel whose front end draws widgets: JupyterLab, Notebook 7 and VS Code tag each
     execution with its cell's id; Voila sets its variables in the kernel's environment.
     papermill, nbconvert and nbval execute without either, and get text lines."""
-    try:
-        from ipykernel.zmqshell import ZMQInteractiveShell
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    if not isinstance(shell, ZMQInteractiveShell):
+    shell = _kernel_shell()
+    if shell is None:
         return False
     if any(name.startswith("VOILA_") for name in os.environ):
         return True
@@ -385,8 +391,7 @@ def make_listener(progress: object, title: str = "s3commit write") -> ProgressCa
         return CommitProgress.show(title=title)
     if progress == "tqdm":
         return TqdmProgress(title)
-    in_kernel = "ipykernel" in sys.modules
-    return TextProgress(title, sys.stdout if in_kernel else sys.stderr)
+    return TextProgress(title, sys.stdout if _kernel_shell() is not None else sys.stderr)
 
 
 def _auto_kind() -> str:

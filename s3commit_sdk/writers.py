@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from .progress import TASK_PROGRESS
 from .protocol import JobContext, OutputSink, TaskAttemptContext, WrittenFile
 from .sparktext import CsvWriter, JsonLinesWriter
 from .sparktypes import canonical_schema, check_orc_values, conform, file_schema
+
+log = logging.getLogger(__name__)
 
 #: format -> file extension Spark gives it with its default codec
 EXTENSIONS = {"parquet": ".snappy.parquet", "orc": ".snappy.orc", "csv": ".csv", "json": ".json"}
@@ -165,7 +168,12 @@ class TaskOutputWriter:
         """Drop every open file unfinished; the sink makes sure none becomes visible."""
         for directory in list(self._open):
             current = self._open.pop(directory)
-            self.sink.abort(current.relpath)
+            try:
+                self.sink.abort(current.relpath)
+            except Exception as exc:  # never in place of the error being handled
+                log.warning(
+                    "aborting %s failed (%s); the job's abort retries it", current.relpath, exc
+                )
             with contextlib.suppress(Exception):
                 current.writer.close()  # release it now; the sink discards what it writes
             with contextlib.suppress(Exception):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
-from s3commit_sdk import TaskFailedError, write_committed
+from s3commit_sdk import InvalidArgumentError, TaskFailedError, write_committed
+from s3commit_sdk.progress import PROGRESS_ENV, TextProgress, make_listener
 
 
 def phases(events) -> list[str]:
@@ -64,3 +69,103 @@ def test_a_listener_that_raises_never_fails_the_job(dest):
 def test_bad_progress_argument(dest):
     with pytest.raises(ValueError, match="progress"):
         write_committed(pd.DataFrame({"id": [1]}), dest.url, progress="fancy")
+
+
+# -- progress inside running tasks ----------------------------------------------------------------
+def test_one_large_local_task_moves_before_it_ends(dest):
+    """One task of many batches: rows and bytes grow while it runs, against a known total."""
+    events = []
+    data = pa.table({"id": np.arange(3_000_000), "v": np.arange(3_000_000) * 0.5})
+    write_committed(data, dest.url, options={"tasks": 1}, progress=events.append)
+    running = [e for e in events if e.phase == "writing" and e.tasks_running == 1]
+    assert running and all(e.tasks_done == 0 and e.rows_total == 3_000_000 for e in running)
+    rows = [e.rows for e in running]
+    assert rows == sorted(rows) and 0 < rows[0] < 3_000_000  # part of the one task
+    assert any(e.bytes > 0 for e in running)
+    assert events[-1].rows == 3_000_000 and events[-1].tasks_running == 0
+
+
+def test_one_large_spark_task_reports_rows_while_it_runs(spark, dest):
+    """The task reports what it has written over the driver's report socket (an accumulator
+    would reach the driver only when the task ends)."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def slow(x):
+        time.sleep(0.0002)
+        return x
+
+    events = []
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        df = spark.range(0, 20_000, numPartitions=1).withColumn("y", slow("id"))
+        result = write_committed(df, dest.url, progress=events.append)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    during = [e for e in events if e.phase == "writing" and e.tasks_done == 0 and e.rows > 0]
+    assert during, [(e.phase, e.tasks_done, e.rows) for e in events]
+    assert all(e.rows < 20_000 or e.tasks_running == 1 for e in during)
+    assert events[-1].rows == result.rows == 20_000
+
+
+def test_task_counts_are_those_of_the_stage_that_writes(spark, dest):
+    """limit() runs an upstream stage of 8 tasks and one writing task: "1 / 1", not "9 / 1"."""
+    events = []
+    df = spark.range(0, 10_000, numPartitions=8).limit(1000)
+    write_committed(df, dest.url, progress=events.append)
+    assert [(e.tasks_done, e.tasks_total) for e in events if e.phase == "done"] == [(1, 1)]
+    assert all(e.tasks_done <= (e.tasks_total or 1) for e in events)
+
+
+def test_an_aggregation_runs_once(spark, dest):
+    """The engine asks Spark nothing that runs the input's stages outside the write's job group
+    (``df.rdd.getNumPartitions()`` did, with adaptive execution: the input computed twice)."""
+    from pyspark.sql import functions as F
+
+    status = spark.sparkContext.statusTracker()
+    ungrouped = set(status.getJobIdsForGroup(None))
+    df = spark.range(0, 10_000, numPartitions=4).groupBy((F.col("id") % 7).alias("k")).count()
+    result = write_committed(df, dest.url, progress=False)
+    assert result.rows == 7
+    assert set(status.getJobIdsForGroup(None)) == ungrouped
+
+
+# -- text for runs nobody watches ---------------------------------------------------------------
+def test_text_progress_lines_and_a_final_summary(dest, capsys):
+    data = pd.DataFrame({"id": range(100), "day": ["a", "b"] * 50})
+    write_committed(data, dest.url, partition_by=["day"], options={"tasks": 2}, progress="text")
+    lines = capsys.readouterr().err.strip().splitlines()
+    title = f"s3commit write to {dest.url}: "
+    assert all(line.startswith(title) for line in lines)
+    assert [line[len(title) :].split(",")[0] for line in lines[:2]] == ["setup", "writing"]
+    assert "job commit, 2/2 tasks done" in lines[-2]
+    assert lines[-1].startswith(title + "done in ")
+    assert "committed 4 file(s), 100 rows" in lines[-1]
+
+
+def test_text_progress_of_an_interrupt_says_what_is_left(dest, capsys):
+    schema = pa.schema([("id", pa.int64())])
+
+    def batches():
+        yield pa.record_batch({"id": [1, 2, 3]}, schema=schema)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_committed(
+            pa.RecordBatchReader.from_batches(schema, batches()), dest.url, progress="text"
+        )
+    err = capsys.readouterr().err
+    assert ": INTERRUPTED after " in err
+    assert "  Interrupted during tasks write + commit." in err
+    assert "was aborted: nothing of it is visible" in err
+    assert "Checked after the failure: no upload of this job is pending" in err
+
+
+def test_auto_progress_without_a_terminal_or_front_end_is_text(monkeypatch):
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    assert isinstance(make_listener("auto"), TextProgress)  # pytest's stderr is no terminal
+    monkeypatch.setenv(PROGRESS_ENV, "off")
+    assert make_listener("auto") is None
+    monkeypatch.setenv(PROGRESS_ENV, "fancy")
+    with pytest.raises(InvalidArgumentError, match=PROGRESS_ENV):
+        make_listener("auto")

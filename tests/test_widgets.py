@@ -58,18 +58,18 @@ def test_commit_progress_after_a_real_spark_commit(spark, dest):
     result = write_committed(spark.range(0, 400, numPartitions=4), dest.url, progress=panel)
     state = panel.state
     assert state["phase"] == "done" and state["failed_in"] is None
-    assert (state["tasks_done"], state["tasks_total"]) == (4, 4)
-    assert (
-        (state["files"], state["bytes"]) == (len(result.files), result.bytes) == (4, result.bytes)
-    )
+    assert (state["tasks_done"], state["tasks_total"], state["tasks_running"]) == (4, 4, 0)
+    assert (state["files"], state["bytes"], state["rows"]) == (4, result.bytes, 400)
+    assert state["elapsed_s"] == result.duration_s  # one duration: the _SUCCESS phases'
     assert (panel.bar.value, panel.bar.max, panel.bar.bar_style) == (4, 4, "success")
     assert "4 / 4 tasks" in panel.tasks.value
-    assert "Committed 4 file(s)" in panel.message.value
+    assert "Committed 4 file(s), 400 rows" in panel.message.value
     assert "✔ done" in panel.steps.value and "✖" not in panel.steps.value
-    assert panel.text().startswith("s3commit write: done, 4/4 tasks, 4 files")
+    assert panel.text().startswith("s3commit write: done in ")
+    assert "committed 4 file(s), 400 rows" in panel.text()
 
 
-def test_commit_progress_shows_the_error_and_what_to_do(spark, dest):
+def test_commit_progress_shows_the_error_and_what_a_listing_found(spark, dest):
     from pyspark.sql import functions as F
 
     panel = CommitProgress()
@@ -79,30 +79,120 @@ def test_commit_progress_shows_the_error_and_what_to_do(spark, dest):
     with pytest.raises(TaskFailedError):
         write_committed(df, dest.url, progress=panel)
     assert panel.phase == "failed" and panel.failed_in == "writing"
-    assert panel.bar.bar_style == "danger"
+    assert panel.bar.bar_style == "danger" and not panel.state["interrupted"]
     message = panel.message.value
     assert "Failed during tasks write + commit" in message
     assert "&lt;img src=x onerror=alert(1)&gt;" in message and "<img" not in message
-    assert "What to do" in message and f"s3commit uploads list {dest.url}" in message
+    assert "Fix the cause and run the write again" in message
+    assert "Checked after the failure: no upload of this job is pending" in message
     assert "✖ tasks write + commit" in panel.steps.value
 
 
-def test_commit_progress_of_a_failed_job_commit_points_to_recover(dest, s3):
-    """A conflict found at job setup, then the advice for an unfinished commit."""
+def test_commit_progress_of_a_conflict_at_job_setup(dest):
     write_committed(table(["a"]), dest.url, committer="directory", progress=False)
     panel = CommitProgress()
     with pytest.raises(ConflictError):
         write_committed(table(["a"]), dest.url, committer="directory", progress=panel)
     assert panel.phase == "failed" and panel.failed_in == "setup"
-    assert "nothing new became visible" in panel.message.value
-    # the advice for a job-commit failure names recover and abort with the destination
+    assert "Failed during job setup" in panel.message.value
+    assert "already holds data" in panel.message.value  # the error's own words, not a guess
+    assert "What to do" not in panel.message.value
+
+
+def interrupted_reader(rows_before: int, schema: pa.Schema):
+    """Batches of data until ``rows_before`` rows were read, then Ctrl-C (as the input's
+    reader would see it, in the middle of a task)."""
+
+    def batches():
+        sent = 0
+        while sent < rows_before:
+            yield pa.record_batch({"id": list(range(sent, sent + 1000))}, schema=schema)
+            sent += 1000
+        raise KeyboardInterrupt
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def test_commit_progress_of_an_interrupt_while_tasks_write(dest, s3):
+    """Ctrl-C in the write phase: reported as an interrupt, with what the SDK did and what a
+    listing after it found (nothing pending, nothing locked)."""
+    panel = CommitProgress()
+    schema = pa.schema([("id", pa.int64())])
+    with pytest.raises(KeyboardInterrupt) as info:
+        write_committed(interrupted_reader(5000, schema), dest.url, progress=panel)
+    assert any(
+        "was interrupted before its commit and was aborted" in n for n in info.value.__notes__
+    )
+    state = panel.state
+    assert state["phase"] == "failed" and state["interrupted"] and state["failed_in"] == "writing"
+    assert state["rows"] == 5000  # what the task had written when it was stopped
+    assert panel.bar.bar_style == "warning"
+    html = panel.message.value
+    assert "Interrupted during tasks write + commit." in html
+    assert "Failed" not in html and "TaskFailedError" not in html
+    assert "was aborted: nothing of it is visible" in html
+    assert "Checked after the failure: no upload of this job is pending" in html
+    assert "■ tasks write + commit" in panel.steps.value
+    assert "INTERRUPTED" in panel.text()
+    assert pending_uploads(s3, dest.dir) == []
+
+
+def test_commit_progress_names_the_command_for_what_is_left(proxy, s3, dest):
+    """The abort after an interrupt fails (the store refuses every abort): the panel says how
+    many of the job's uploads a listing still finds, and the command that removes them."""
+    from s3commit_sdk.faultproxy import internal_error
+
+    proxy.set_rules([internal_error("AbortMultipartUpload")])
+    panel = CommitProgress()
+    schema = pa.schema([("id", pa.int64())])
+    options = {"endpoint": proxy.endpoint, "retry.max-attempts": 1, "multipart.size": "5M"}
+    with pytest.raises(KeyboardInterrupt):
+        write_committed(
+            interrupted_reader(3000, schema),
+            dest.url,
+            committer="magic",
+            options=options,
+            progress=panel,
+        )
+    failure = panel.last_event.failure
+    job = failure.job_id
+    left = [u for u in pending_uploads(s3, dest.dir) if job in u["Key"]]
+    assert failure.interrupted and failure.pending_uploads == len(left) >= 1
+    assert failure.locked is False
+    html = panel.message.value
+    assert "aborting it failed" in html
+    assert f"<code>s3commit uploads abort {dest.url} --job {job}</code>" in html
+    proxy.reset()
+    for upload in left:
+        s3.abort_multipart_upload(Bucket=BUCKET, Key=upload["Key"], UploadId=upload["UploadId"])
+
+
+def test_commit_progress_of_a_job_left_locked():
+    """A failure whose listing found the destination locked by the job names recover/abort."""
+    from s3commit_sdk.progress import Failure
+
+    url, job = "s3://bucket/tables/t", JOB_A
+    failure = Failure(
+        interrupted=True,
+        error="KeyboardInterrupt",
+        reason="interrupted",
+        destination=url,
+        job_id=job,
+        notes=("job ... was interrupted after every file was completed",),
+        pending_uploads=0,
+        hidden_files=3,
+        locked=True,
+    )
     panel = CommitProgress()
     panel(ProgressEvent("writing", tasks_done=2, tasks_total=2))
     panel(ProgressEvent("job commit", tasks_done=2, tasks_total=2))
-    panel(ProgressEvent("failed", tasks_done=2, tasks_total=2, message=f"at {dest.url}: boom"))
+    panel(ProgressEvent("failed", tasks_done=2, tasks_total=2, failure=failure))
     assert panel.failed_in == "job commit"
-    assert f"s3commit recover {dest.url}" in panel.message.value
-    assert f"s3commit abort {dest.url}" in panel.message.value
+    html = panel.message.value
+    assert "Interrupted during job commit." in html
+    assert f"<code>s3commit recover {url}</code>" in html
+    assert f"<code>s3commit abort {url}</code>" in html
+    assert "hidden metadata" not in html  # recover / abort deal with those too
 
 
 # -- SuccessReport ------------------------------------------------------------------------------
@@ -208,7 +298,10 @@ def leftovers(s3, dest):
     }
     sibling_key = f"{dest.prefix}0/part-00000-{JOB_A}.c000.snappy.parquet"
     sibling = start_upload(s3, sibling_key)
-    initiated = pending_uploads(s3, dest.dir)[0]["Initiated"]
+    # RGW stamps each upload to the millisecond, moto to the second: take a1's own time
+    initiated = next(
+        u["Initiated"] for u in pending_uploads(s3, dest.dir) if u["Key"] == keys["a1"]
+    )
     yield keys, ids, initiated
     s3.abort_multipart_upload(Bucket=BUCKET, Key=sibling_key, UploadId=sibling)
     for upload in pending_uploads(s3, dest.dir):

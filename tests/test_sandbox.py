@@ -1,0 +1,132 @@
+"""The sandbox's S3 server survives a notebook's Kernel > Interrupt and ends with its owner.
+
+A child Python process stands in for the kernel: it holds an ``S3Sandbox`` and, as a kernel
+does, survives SIGINT (KeyboardInterrupt is caught). Jupyter interrupts a kernel by signalling
+its whole process group; the test does the same with ``os.killpg``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from s3commit_sdk.sandbox import S3Sandbox
+
+KERNEL = """
+import sys, time
+from s3commit_sdk.sandbox import S3Sandbox
+
+sandbox = S3Sandbox(bucket="kernel").start()
+print(sandbox.endpoint, sandbox.process.pid, flush=True)
+for line in sys.stdin:
+    try:
+        if line.strip() == "stop":
+            sandbox.stop()
+            print("stopped", flush=True)
+        elif line.strip() == "exit":
+            break  # without stop(): the interpreter's exit must stop the server
+        elif line.strip() == "wait":
+            time.sleep(60)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+"""
+
+
+def answers(endpoint: str) -> bool:
+    try:
+        urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.fixture
+def kernel():
+    """The stand-in kernel, leader of its own process group; yields (process, endpoint, pid)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", KERNEL],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    endpoint, pid = child.stdout.readline().split()
+    try:
+        yield child, endpoint, int(pid)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def send(child: subprocess.Popen, line: str) -> None:
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
+
+
+def test_an_interrupt_of_the_kernel_leaves_the_server_running(kernel):
+    child, endpoint, server = kernel
+    send(child, "wait")
+    time.sleep(0.5)
+    os.killpg(child.pid, signal.SIGINT)  # what Kernel > Interrupt does
+    assert child.stdout.readline().strip() == "interrupted"
+    assert answers(endpoint) and alive(server)
+    send(child, "stop")
+    assert child.stdout.readline().strip() == "stopped"
+    assert gone_within(server, 10) and not answers(endpoint)
+
+
+def test_the_server_stops_when_the_kernel_exits(kernel):
+    child, _endpoint, server = kernel
+    send(child, "exit")
+    child.wait(30)
+    assert gone_within(server, 10)
+
+
+def test_the_server_stops_when_the_kernel_is_killed(kernel):
+    child, _endpoint, server = kernel
+    child.kill()  # no atexit: the server notices its parent is gone
+    child.wait()
+    assert gone_within(server, 10)
+
+
+def test_uploads_are_listed_with_the_moment_they_were_started():
+    """moto lists every upload as initiated on 2010-11-10; the sandbox's server does not."""
+    with S3Sandbox(bucket="ages", export=False) as sandbox:
+        client = sandbox.client()
+        before = datetime.now(timezone.utc)
+        client.create_multipart_upload(Bucket="ages", Key="a/part-0.parquet")
+        time.sleep(1.1)
+        client.create_multipart_upload(Bucket="ages", Key="a/part-1.parquet")
+        listed = client.list_multipart_uploads(Bucket="ages")["Uploads"]
+    initiated = {u["Key"]: u["Initiated"] for u in listed}
+    first, second = initiated["a/part-0.parquet"], initiated["a/part-1.parquet"]
+    assert before - timedelta(seconds=2) <= first <= before + timedelta(seconds=2)
+    assert second - first >= timedelta(seconds=1)
