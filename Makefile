@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: system-deps setup demo test faults lint format clean bench bench-quick bench-commit
+.PHONY: system-deps setup demo test test-fast faults lint format clean bench bench-quick bench-commit
 
 setup: $(STAMP)
 
@@ -27,7 +27,7 @@ system-deps:
 $(STAMP): pyproject.toml | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench,delta]'
+	$(PY) -m pip install --quiet -e '.[spark,notebook,testing,delta,dev,bench]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -38,26 +38,17 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax \
 		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-# The correctness suite of DESIGN section 5, printed as a matrix (it also runs in `make test`).
-FAULT_TESTS := tests/test_recovery.py tests/test_exclusive_commit.py tests/test_commit_truth.py \
-	tests/test_interrupts.py tests/test_continuity.py \
-	tests/test_faultproxy.py tests/test_cluster_faults.py tests/test_secrets.py \
-	tests/test_spark_write.py::test_task_failing_first_attempt_gives_exactly_once_output \
-	tests/test_spark_write.py::test_task_failing_every_attempt_leaves_nothing \
-	tests/test_spark_write.py::test_sibling_prefix_uploads_survive \
-	tests/test_spark_write.py::test_awkward_destination_paths \
-	tests/test_magic.py::test_writer_raising_mid_file_leaves_no_pending_upload \
-	tests/test_magic.py::test_spark_task_failing_first_attempt_is_exactly_once \
-	tests/test_magic.py::test_concurrent_jobs_keep_their_magic_trees_apart \
-	tests/test_magic.py::test_failed_pending_put_and_failed_abort_do_not_deadlock \
-	tests/test_magic.py::test_stream_dropped_open_on_its_pool_worker_waits_for_nothing \
-	tests/test_cli.py::test_job_must_be_a_full_uuid \
-	tests/test_paths.py::test_nul_in_a_partition_value_is_escaped_and_reads_back \
-	tests/test_paths.py::test_partition_key_over_1024_bytes_is_refused_naming_it \
-	tests/test_paths.py::test_destinations_s3_cannot_carry_are_refused
+# The in-process tests on moto, under 2 minutes: no Spark, cluster, browser, notebook or RGW, and
+# not the fault suite (its killed drivers and retry storms take minutes: `make faults`).
+FAST := not spark and not cluster and not browser and not notebook and not rgw and not slow
+test-fast: setup
+	S3COMMIT_TEST_ENDPOINTS=moto $(PY) -m pytest -q -p no:cacheprovider tests \
+		-m "$(FAST) and not fault"
 
+# The correctness suite under injected faults (tests marked `fault`), printed as a matrix; it
+# also runs in `make test`.
 faults: setup
-	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix $(FAULT_TESTS)
+	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix -m fault tests
 
 lint: setup
 	$(VENV)/bin/ruff check s3commit_sdk tests bench

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from s3commit_sdk import write_committed
-from s3commit_sdk.sandbox import S3Sandbox
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 RESULTS = Path(__file__).parent / "results"
 FILES = 200

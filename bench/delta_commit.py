@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 
 from s3commit_sdk import write_committed
-from s3commit_sdk.sandbox import S3Sandbox
 from s3commit_sdk.testing.rgw import RGWServer
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 BUCKET = "bench-delta"
 TASKS, DAYS, ROWS = 8, 4, 80_000

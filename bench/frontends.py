@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from s3commit_sdk import write_committed
-from s3commit_sdk.sandbox import DUMMY_ENV
+from s3commit_sdk.testing.sandbox import DUMMY_ENV
 
 from .data import spark_frame
 from .harness import Endpoint, Record, Run, aggregate

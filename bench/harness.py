@@ -160,8 +160,8 @@ class Endpoint:
     """
 
     def __init__(self, kind: str) -> None:
-        from s3commit_sdk.sandbox import S3Sandbox
         from s3commit_sdk.testing.rgw import RGWServer
+        from s3commit_sdk.testing.sandbox import S3Sandbox
 
         if kind not in KINDS:
             raise ValueError(f"unknown endpoint {kind!r}; use one of {', '.join(KINDS)}")
@@ -290,7 +290,7 @@ def tree_cpu_seconds(roots: list[int], excluding: list[int] = ()) -> float:
 @contextmanager
 def proxied(endpoint: Endpoint, rules: list) -> Iterator[tuple[Any, str]]:
     """The fault proxy in front of ``endpoint`` with ``rules``: (proxy, its endpoint URL)."""
-    from s3commit_sdk.faultproxy import FaultProxy
+    from s3commit_sdk.testing.faultproxy import FaultProxy
 
     with FaultProxy(endpoint.endpoint) as proxy:
         proxy.set_rules(rules, seed=0)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from s3commit_sdk.faultproxy import bandwidth, delay
+from s3commit_sdk.testing.faultproxy import bandwidth, delay
 
 from . import commit_scaling, end_to_end, frontends, memory, peers, store_limit
 from .data import tasks_for
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = QUICK if args.mode == "quick" else FULL
 
-    from s3commit_sdk.sandbox import DUMMY_ENV, local_spark
+    from s3commit_sdk.testing.sandbox import DUMMY_ENV, local_spark
 
     # the classic committer warns on S3 at every use; here that is the point of running it
     warnings.filterwarnings("ignore", message="the classic file committer on S3")

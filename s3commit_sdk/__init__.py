@@ -1,7 +1,8 @@
 """s3commit_sdk: zero-rename committers for writing Spark and pandas data to S3."""
 
+from typing import Any
+
 from .api import CommittedFile, WriteResult, read_result, write_committed
-from .datasource import register
 from .errors import (
     CommitError,
     ConcurrentCommitError,
@@ -34,3 +35,12 @@ __all__ = [
     "register",
     "write_committed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``register`` needs pyspark (the ``spark`` extra): imported on first use, not here."""
+    if name == "register":
+        from .datasource import register
+
+        return register
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,7 +22,7 @@ from .engines.connect import (
 from .engines.local import run_local_tasks, to_arrow
 from .engines.spark import is_spark_dataframe, run_spark_tasks, spark_conf, spark_schema_to_arrow
 from .errors import InvalidArgumentError, InvalidPathError, S3CommitError, for_humans
-from .options import CONFLICT_MODES, resolve_options, spark_conf_defaults
+from .options import CONFLICT_MODES, check_combination, resolve_options, spark_conf_defaults
 from .paths import (
     HIVE_DEFAULT_PARTITION,
     S3Location,
@@ -217,15 +217,16 @@ def new_job(
     ``conf`` is the Spark session's conf, or None for in-process input. Shared by
     ``write_committed`` and the ``s3commit`` Spark data source.
     """
-    if committer not in COMMITTERS:
+    if not isinstance(committer, str) or committer not in COMMITTERS:
         raise InvalidArgumentError(
             f"unknown committer {committer!r}; available: {', '.join(COMMITTERS)}"
         )
-    if format not in FORMATS:
+    if not isinstance(format, str) or format not in FORMATS:
         raise InvalidArgumentError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     spark = conf is not None
     resolved = resolve_options(options, spark_conf_defaults(conf) if spark else None)
     mode = _conflict_mode(conflict_mode, resolved.conflict_mode)
+    check_combination(resolved, spark=spark, conflict_mode=mode)
     location = parse_destination(path)
     if committer in S3_ONLY and not isinstance(location, S3Location):
         raise InvalidPathError(
@@ -281,6 +282,10 @@ def _conflict_mode(argument: str | None, option: str | None) -> str:
 def _partition_columns(partition_by: Sequence[str] | str | None) -> tuple[str, ...]:
     if partition_by is None:
         return ()
+    if not isinstance(partition_by, (str, Sequence)):
+        raise InvalidArgumentError(
+            f"partition_by must be a column name or a list of them, not {partition_by!r}"
+        )
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
     if len(set(columns)) != len(columns):
         raise InvalidArgumentError(f"partition_by names a column twice: {list(columns)}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -49,7 +49,7 @@ from .committers import make_committer
 from .credentials import with_provider
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import struct_to_arrow
-from .errors import InvalidPathError
+from .errors import InvalidArgumentError, InvalidPathError
 from .options import parse_size, resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext, _split_task_phase, execute_task
@@ -181,6 +181,7 @@ class ReadOptions:
     zone: str
     split_bytes: int
     settings: S3Settings
+    version: int | None = None  # versionAsOf: a Delta table's version
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -189,19 +190,28 @@ class ReadOptions:
         if not path:
             raise InvalidPathError("no source: call .load('s3://bucket/prefix')")
         fmt = given.pop("format", None)
+        version = _version_as_of(given.pop("versionasof", None))
         zone = given.pop("timezone", "UTC")
         split = parse_size("maxPartitionBytes", given.pop("maxpartitionbytes", _DEFAULT_SPLIT))
         provider = given.pop("credentials_provider", None)
         resolved = resolve_options(given)
         settings = with_provider(S3Settings.resolve(resolved), resolved, provider)
-        return cls(parse_s3_url(path), fmt, zone, split, settings)
+        return cls(parse_s3_url(path), fmt, zone, split, settings, version)
 
     @property
     def store(self):
         return store_for(self.settings)
 
     def list(self) -> Listing:
-        return list_table(self.store, self.location, self.format)
+        return list_table(self.store, self.location, self.format, self.version)
+
+
+def _version_as_of(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not str(text).strip().isdigit():
+        raise InvalidArgumentError(f"versionAsOf={text!r}: give a Delta table version, 0 or more")
+    return int(text)
 
 
 def table_schema(data: StructType, listing: Listing) -> StructType:
@@ -228,14 +238,8 @@ class ScanPlan:
         self.pruned: set[str] = set()
 
     def splits(self) -> list[FileSplit]:
-        kept = [f for f in self.listing.files if f.key not in self.pruned]
-        listing = Listing(
-            self.listing.location,
-            self.listing.format,
-            tuple(kept),
-            self.listing.partition_columns,
-            self.listing.partition_types,
-        )
+        kept = tuple(f for f in self.listing.files if f.key not in self.pruned)
+        listing = replace(self.listing, files=kept)
         return plan_splits(self.read.store, listing, self.read.split_bytes)
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 
 from .api import write_committed
-from .sandbox import S3Sandbox, local_spark
+from .testing.sandbox import S3Sandbox, local_spark
 from .uploads import format_success, pending_uploads, read_success
 
 

@@ -87,6 +87,9 @@ class PendingSet:
     version: int = PENDINGSET_VERSION
     taskDurationSeconds: float = 0.0  # set by the task runner, for the _SUCCESS report
     taskWriteSeconds: float = 0.0  # the part of it spent writing, before task commit
+    taskFiles: int = 0  # set by the task runner as for every committer (``TaskSummary``)
+    taskBytes: int = 0
+    taskRows: int = 0
     retries: dict[str, int] = field(default_factory=dict)  # the attempt's retries, by reason
 
     def to_json(self) -> str:
@@ -109,10 +112,48 @@ class PendingSet:
             keys.add(commit.destinationKey)
 
 
+@dataclass(frozen=True)
+class TaskSummary:
+    """What every task-commit message carries, whatever its committer's own payload.
+
+    The protocol stamps it on the executor and the driver reads it back here, so progress and
+    the job's phase split never depend on one committer's message shape.
+    """
+
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    write_seconds: float = 0.0
+
+    def stamp(self, message: str) -> str:
+        """``message`` (a committer's JSON object) with this summary added."""
+        doc = json.loads(message)
+        doc.update(
+            taskFiles=self.files,
+            taskBytes=self.bytes,
+            taskRows=self.rows,
+            taskDurationSeconds=round(self.seconds, 3),
+            taskWriteSeconds=round(self.write_seconds, 3),
+        )
+        return json.dumps(doc)
+
+    @classmethod
+    def read(cls, message: str) -> TaskSummary:
+        doc = json.loads(message)
+        return cls(
+            files=doc.get("taskFiles", 0),
+            bytes=doc.get("taskBytes", 0),
+            rows=doc.get("taskRows", 0),
+            seconds=doc.get("taskDurationSeconds", 0.0),
+            write_seconds=doc.get("taskWriteSeconds", 0.0),
+        )
+
+
 def commit_totals(message: str) -> tuple[int, int]:
     """Files and bytes of one task's commit message, for progress reports."""
-    commits = json.loads(message).get("commits", [])
-    return len(commits), sum(c.get("length", 0) for c in commits)
+    summary = TaskSummary.read(message)
+    return summary.files, summary.bytes
 
 
 def _with_commits(cls, text: str | bytes, what: str):

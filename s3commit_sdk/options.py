@@ -13,13 +13,18 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import InvalidArgumentError, UnknownOptionError
+from .textformat import format_bytes
 
 CONFLICT_MODES = ("fail", "append", "replace")
 MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PART_SIZE = 5 * 1024**3
 MAX_PARTS = 10_000
 SPARK_CONF_PREFIX = "spark.hadoop.fs.s3a.committer."
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.I)
+_INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
+#: botocore's rule for a region name: one DNS label
+_REGION = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")
 
 
 def local_dir() -> str:
@@ -43,10 +48,11 @@ def parse_bool(name: str, value: Any) -> bool:
 
 
 def parse_int(name: str, value: Any, minimum: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"option {name!r} must be an integer, got {value!r}") from None
+    """An int or its decimal text; ``True`` or ``1.5`` are refused rather than truncated."""
+    exact = isinstance(value, int) and not isinstance(value, bool)
+    if not exact and not (isinstance(value, str) and _INTEGER.match(value)):
+        raise InvalidArgumentError(f"option {name!r} must be an integer, got {value!r}")
+    number = int(value)
     if number < minimum:
         raise InvalidArgumentError(f"option {name!r} must be at least {minimum}, got {number}")
     return number
@@ -64,6 +70,41 @@ def parse_size(name: str, value: Any) -> int:
             f"option {name!r} is {size} bytes; S3 needs parts of at least 5 MiB (5M)"
         )
     return size
+
+
+def parse_part_size(name: str, value: Any) -> int:
+    """A multipart upload's part size: at most 5 GiB, or S3 refuses every part."""
+    size = parse_size(name, value)
+    if size > MAX_PART_SIZE:
+        raise InvalidArgumentError(
+            f"option {name!r} is {size} bytes; S3 takes parts of at most 5 GiB (5G)"
+        )
+    return size
+
+
+def part_size_for(length: int, wanted: int) -> int:
+    """The part size for a file of ``length`` bytes: ``wanted``, raised (to whole MiB) where
+    ``wanted`` would take more than S3's 10,000 parts; refused above 10,000 parts of 5 GiB."""
+    if length <= wanted * MAX_PARTS:
+        return wanted
+    mib = 1024 * 1024
+    size = -(-length // (MAX_PARTS * mib)) * mib
+    if size > MAX_PART_SIZE:
+        raise InvalidArgumentError(
+            f"a file of {length} bytes does not fit S3's {MAX_PARTS} parts of at most 5 GiB"
+        )
+    return size
+
+
+def check_part_number(key: str, number: int, part_size: int) -> None:
+    """Stop a streamed file at S3's part limit (its completion would be refused), naming the
+    option that lifts it."""
+    if number > MAX_PARTS:
+        raise InvalidArgumentError(
+            f"{key!r} reached S3's limit of {MAX_PARTS} parts of multipart.size={part_size} "
+            f"bytes ({format_bytes(MAX_PARTS * part_size)}): give a larger multipart.size "
+            "(up to 5G)"
+        )
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.I)
@@ -90,7 +131,7 @@ def _text(name: str, value: Any) -> str:
 
 
 def parse_endpoint(name: str, value: Any) -> str:
-    """An endpoint URL; ``user:secret@`` in it is refused without being repeated anywhere."""
+    """An http(s) URL with a host; ``user:secret@`` in it is refused without being repeated."""
     text = str(value)
     authority = re.split(r"[/?#]", text.split("://", 1)[-1], maxsplit=1)[0]
     if "@" in authority:
@@ -98,6 +139,23 @@ def parse_endpoint(name: str, value: Any) -> str:
             f"option {name!r} carries credentials before its host (user:secret@): a URL is "
             "shown in logs and messages, so credentials go in the options access.key and "
             "secret.key or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY instead"
+        )
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme not in ("http", "https") or not authority or " " in text:
+        raise InvalidArgumentError(
+            f"option {name!r} must be an http:// or https:// URL with a host, such as "
+            "http://127.0.0.1:9000"
+        )
+    return text
+
+
+def parse_region(name: str, value: Any) -> str:
+    """A region name such as ``us-east-1``: botocore refuses others deep inside a task."""
+    text = str(value)
+    if not _REGION.match(text):
+        raise InvalidArgumentError(
+            f"option {name!r} must be a region name such as us-east-1 (letters, digits and "
+            f"'-'), got {text!r}"
         )
     return text
 
@@ -156,7 +214,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
         lambda n, v: parse_choice(n, v, ("job", "all")),
     ),
     "buffer.dir": ("buffer_dir", _text),
-    "multipart.size": ("multipart_size", parse_size),
+    "multipart.size": ("multipart_size", parse_part_size),
     "marksuccessfuljobs": ("mark_successful_jobs", parse_bool),
     "max_records_per_file": ("max_records_per_file", lambda n, v: parse_int(n, v, 0)),
     "validate.output": ("validate_output", parse_bool),
@@ -178,7 +236,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
         lambda n, v: parse_choice(n, v, ("required", "unchecked")),
     ),
     "endpoint": ("endpoint", parse_endpoint),
-    "region": ("region", _text),
+    "region": ("region", parse_region),
     "access.key": ("access_key", _text),
     "secret.key": ("secret_key", _text),
     "session.token": ("session_token", _text),
@@ -194,21 +252,58 @@ def resolve_options(
 ) -> CommitOptions:
     """Validate ``options`` over ``defaults`` (e.g. from Spark conf); unknown names raise."""
     values: dict[str, Any] = {}
-    for source in (defaults or {}, options or {}):
-        for raw_name, value in source.items():
-            name = raw_name.removeprefix("fs.s3a.committer.")
-            if name not in _PARSERS:
-                raise UnknownOptionError(
-                    f"unknown option {raw_name!r}; known options: {', '.join(OPTION_NAMES)}"
-                )
-            attr, parser = _PARSERS[name]
-            values[attr] = parser(name, value)
+    for source in (defaults, options):
+        values.update(_parse_source(source))
     if bool(values.get("access_key")) != bool(values.get("secret_key")):
         raise InvalidArgumentError(
             "options 'access.key' and 'secret.key' go together: give both, or neither to use "
             "the credentials of the environment"
         )
     return CommitOptions(**values)
+
+
+def check_combination(options: CommitOptions, *, spark: bool, conflict_mode: str) -> None:
+    """Refuse options that this write would silently ignore, or that contradict each other."""
+    if spark and (options.tasks or options.task_max_attempts != 1):
+        raise InvalidArgumentError(
+            "options 'tasks' and 'task.max-attempts' apply to pandas / Arrow input only: with "
+            "a Spark DataFrame Spark decides the tasks (one per partition: repartition the "
+            "DataFrame) and their attempts (spark.task.maxFailures)"
+        )
+    if not options.unique_filenames and conflict_mode == "append":
+        raise InvalidArgumentError(
+            "staging.unique-filenames=false with conflict_mode='append' would overwrite the "
+            "files of an earlier write that carry the same names (part-00000-c000...): keep "
+            "unique file names to append, or use 'replace' or 'fail'"
+        )
+
+
+def _parse_source(source: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One mapping of options by field; two spellings of one option must agree."""
+    if source is None:
+        return {}
+    if not isinstance(source, Mapping):
+        raise InvalidArgumentError(
+            f"options must be a mapping of option names to values, such as a dict, not "
+            f"{type(source).__name__}"
+        )
+    values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for raw_name, value in source.items():
+        name = raw_name.removeprefix("fs.s3a.committer.") if isinstance(raw_name, str) else ""
+        if name not in _PARSERS:
+            raise UnknownOptionError(
+                f"unknown option {raw_name!r}; known options: {', '.join(OPTION_NAMES)}"
+            )
+        attr, parser = _PARSERS[name]
+        parsed = parser(name, value)
+        if attr in values and values[attr] != parsed:
+            raise InvalidArgumentError(
+                f"options {spelled[attr]!r} and {raw_name!r} are both given, with different "
+                "values: they are one option, give it once"
+            )
+        values[attr], spelled[attr] = parsed, raw_name
+    return values
 
 
 def spark_conf_defaults(conf_items: Mapping[str, str]) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,6 +23,12 @@ MAX_KEY_BYTES = 1024
 #: Room a destination leaves below itself for the names we add there; the deepest, the magic
 #: committer's ``__magic/job-<uuid>/<attempt>/__base/<file>.pending``, takes about 150 bytes.
 NAME_ROOM = 200
+
+#: S3's bucket naming rules (lowercase letters, digits, '.', '-'); the 3-character minimum is
+#: left to the server (a bucket it does not have is a StoreError naming it).
+_BUCKET = re.compile(r"^[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?$")
+#: ``host:port`` where the bucket goes, e.g. ``s3://localhost:9000/b``
+_PORT = re.compile(r"^[^@:]+:\d+$")
 
 # Spark's ExternalCatalogUtils.charToEscape on a non-Windows host: control characters and
 # "#%'*/:=?\{[]^ plus DEL. Spaces are kept (Spark escapes them only on Windows). NUL is ours:
@@ -124,6 +131,11 @@ def parse_s3_url(path: str) -> S3Location:
     if not isinstance(path, str) or not path.strip():
         raise InvalidPathError(f"destination must be a non-empty s3:// URL, got {path!r}")
     parts = urlsplit(path)
+    if parts.scheme in S3_SCHEMES and _PORT.match(parts.netloc):
+        raise InvalidPathError(  # not repeated: it may be user:secret with a secret holding '/'
+            "the destination names a host and port where the bucket goes: write "
+            "s3://bucket/prefix and give the server as the option endpoint (http://host:port)"
+        )
     # user:secret@bucket; a secret holding '/' leaves only "user:secret" in the netloc
     if "@" in parts.netloc or (":" in parts.netloc and parts.scheme in S3_SCHEMES):
         raise InvalidPathError(
@@ -140,6 +152,11 @@ def parse_s3_url(path: str) -> S3Location:
         raise InvalidPathError(f"{path!r} has no bucket: write it as s3://bucket/prefix")
     if parts.query or parts.fragment:
         raise InvalidPathError(f"{path!r} must not contain '?' or '#'")
+    if not _BUCKET.match(parts.netloc) or ".." in parts.netloc:
+        raise InvalidPathError(
+            f"{parts.netloc!r} is not a valid S3 bucket name: at most 63 lowercase letters, "
+            "digits, '.' and '-', starting and ending with a letter or digit"
+        )
     prefix = parts.path.strip("/")
     if "//" in prefix:
         raise InvalidPathError(f"{path!r} contains an empty path segment ('//')")

@@ -7,7 +7,6 @@ exactly one successful attempt per task, or aborts it. Engines only supply ``run
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -19,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import S3CommitError, TaskFailedError, first_line, from_task_failure
+from .formats import TaskSummary
 from .options import CommitOptions, resolve_options
 from .paths import S3Location, parse_s3_url
 from .progress import ProgressTracker, job_seconds
@@ -130,7 +130,13 @@ class Committer(ABC):
     def abort_task(self, task: TaskAttemptContext) -> None: ...
 
     @abstractmethod
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome: ...
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        """Commit, or on failure abort where that is safe, then raise.
+
+        Only the committer knows: the rename committers always abort; the S3 committers abort
+        until the first upload is completed, then roll back or keep their journal for
+        ``s3commit recover`` / ``abort``. So the runner does not abort after this raises.
+        """
 
     @abstractmethod
     def abort_job(self, messages: list[str]) -> None: ...
@@ -183,10 +189,15 @@ def _attempt(
     try:
         files = write_task_output(job, task, batches, sink, schema)
         written = time.monotonic()
-        message = json.loads(committer.commit_task(task, files))
-        message["taskDurationSeconds"] = round(time.monotonic() - started, 3)
-        message["taskWriteSeconds"] = round(written - started, 3)
-        return json.dumps(message)
+        message = committer.commit_task(task, files)
+        summary = TaskSummary(
+            files=len(files),
+            bytes=sum(f.size for f in files),
+            rows=sum(f.rows for f in files),
+            seconds=time.monotonic() - started,
+            write_seconds=written - started,
+        )
+        return summary.stamp(message)
     except BaseException:
         _best_effort(committer.abort_task, task, what=f"aborting {task.attempt_id}")
         raise
@@ -252,11 +263,9 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
 def _split_task_phase(messages: list[str], wall: float) -> dict[str, float]:
     """The tasks phase's wall time, split into writing and task commit as the tasks spent it."""
     write = commit = 0.0
-    for message in messages:
-        timing = json.loads(message)
-        spent = timing.get("taskWriteSeconds", 0.0)
-        write += spent
-        commit += max(timing.get("taskDurationSeconds", 0.0) - spent, 0.0)
+    for summary in map(TaskSummary.read, messages):
+        write += summary.write_seconds
+        commit += max(summary.seconds - summary.write_seconds, 0.0)
     if write + commit <= 0:
         return {}
     return {

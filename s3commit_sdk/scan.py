@@ -3,7 +3,9 @@
 What a reader sees is what our committers made visible: hidden names (``_``/``.``) are skipped
 (``_SUCCESS``, ``__s3commit``, ``__magic``). Files are read through our boto3 store: Parquet
 with ranged GETs (footer, then only the row groups and columns asked for), ORC, CSV and JSON
-(as Spark writes them: CSV without header, JSON lines) in one GET.
+(as Spark writes them: CSV without header, JSON lines) in one GET. A Delta table (a destination
+with ``_delta_log/``) is read as its snapshot: the files its log names at the latest version or
+at ``versionAsOf``, never the files a replace removed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -30,6 +33,7 @@ BATCH_ROWS = 65_536
 #: Objects up to this size are fetched in one GET; larger ones by ranges as pyarrow reads them.
 WHOLE_GET_BYTES = 8 * 2**20
 RANGE_BUFFER_BYTES = 4 * 2**20
+DELTA_LOG = "_delta_log/"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Listing:
     files: tuple[TableFile, ...]
     partition_columns: tuple[str, ...]
     partition_types: tuple[pa.DataType, ...] = field(default=())
+    schema: pa.Schema | None = None  # the data columns, where a table declares them (Delta)
 
 
 @dataclass(frozen=True)
@@ -68,25 +73,85 @@ def _cached_store(settings: S3Settings, provider: object) -> S3Store:
     return S3Store(settings)  # the provider is part of the key: settings compare without it
 
 
-def list_table(store: S3Store, location: S3Location, fmt: str | None) -> Listing:
-    """List the destination once; every partition directory must name the same columns."""
-    files, layouts = [], set()
+def list_table(
+    store: S3Store, location: S3Location, fmt: str | None, version: int | None = None
+) -> Listing:
+    """List the destination once; every partition directory must name the same columns.
+
+    A Delta table is read as one of its versions (``version``, else the latest) unless another
+    format is asked for, which reads every file there as that format.
+    """
+    if fmt == "delta":
+        return _delta_listing(store, location, version)
+    files, layouts, delta = [], set(), False
     for info in store.list_objects(location.bucket, location.dir_prefix):
         relpath = location.relative(info.key)
+        delta = delta or relpath.startswith(DELTA_LOG)
         if not relpath or relpath.endswith("/") or is_hidden(relpath):
             continue
         names, values = parse_directories(relpath)
         layouts.add(tuple(names))
         files.append(TableFile(info.key, info.size, tuple(values)))
+    if delta and fmt is None:
+        return _delta_listing(store, location, version)
+    if version is not None:
+        raise InvalidArgumentError(
+            f"versionAsOf reads a version of a Delta table; {location.url()} is read as {fmt}"
+            + ("" if delta else " and has no _delta_log")
+        )
+    columns = _one_layout(location, layouts)
+    types = tuple(column_type([f.values[i] for f in files]) for i in range(len(columns)))
+    return Listing(location, fmt or _format_of(files), tuple(files), columns, types)
+
+
+def _one_layout(location: S3Location, layouts: set[tuple[str, ...]]) -> tuple[str, ...]:
     if len(layouts) > 1:
         shown = ", ".join("/".join(layout) or "(root)" for layout in sorted(layouts))
         raise InvalidPathError(
             f"{location.url()} mixes partition layouts ({shown}): Spark cannot read it as one "
             "table either; read each layout's directory on its own"
         )
-    columns = next(iter(layouts), ())
-    types = tuple(column_type([f.values[i] for f in files]) for i in range(len(columns)))
-    return Listing(location, fmt or _format_of(files), tuple(files), columns, types)
+    return next(iter(layouts), ())
+
+
+def _delta_listing(store: S3Store, location: S3Location, version: int | None) -> Listing:
+    """The files of one version of the Delta table, with the table's own column types."""
+    try:
+        from .delta.table import DeltaLog
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            f"{location.url()} is a Delta table: reading it needs the delta extra "
+            "(pip install 's3commit-sdk[delta]')"
+        ) from exc
+    try:
+        table = DeltaLog(location, store.settings, store).open(version)
+    except Exception as exc:  # delta-rs: DeltaError for a version the log does not have
+        raise InvalidArgumentError(
+            f"cannot read version {version} of the Delta table at {location.url()}: {exc}"
+        ) from exc
+    if table is None:
+        raise InvalidPathError(f"no Delta table at {location.url()} (no _delta_log)")
+    columns = tuple(table.metadata().partition_columns)
+    schema = pa.schema(table.schema().to_arrow())
+    actions = pa.table(table.get_add_actions(flatten=False)).select(["path", "size_bytes"])
+    files = []
+    for path, size in zip(*(c.to_pylist() for c in actions.columns), strict=True):
+        relpath = unquote(path)
+        names, values = parse_directories(relpath)
+        if tuple(names) != columns:
+            raise InvalidPathError(
+                f"{relpath!r} of the Delta table at {location.url()} is not in a directory of "
+                f"its partition columns {list(columns)}: was it written by another writer?"
+            )
+        files.append(TableFile(location.key(relpath), size, tuple(values)))
+    return Listing(
+        location,
+        "parquet",
+        tuple(files),
+        columns,
+        tuple(schema.field(c).type for c in columns),
+        pa.schema([f for f in schema if f.name not in columns]),
+    )
 
 
 def _format_of(files: list[TableFile]) -> str:
@@ -104,7 +169,10 @@ def _format_of(files: list[TableFile]) -> str:
 
 
 def file_schema(store: S3Store, listing: Listing) -> pa.Schema:
-    """The data columns of the first file (Spark also takes one file's schema)."""
+    """The data columns of the first file (Spark also takes one file's schema), or those the
+    table declares."""
+    if listing.schema is not None:
+        return listing.schema
     if not listing.files:
         raise InvalidPathError(
             f"no visible files at {listing.location.url()} to take a schema from: give one "

@@ -2,7 +2,8 @@
 
 Every test that talks to S3 runs twice, against moto (a mock, quick) and against a one-node Ceph
 RGW (a production S3 server), through the ``s3_server`` fixture's two parameters. Choose with
-``S3COMMIT_TEST_ENDPOINTS=moto`` (or ``rgw``, or ``moto,rgw``: the default). Every test that
+``S3COMMIT_TEST_ENDPOINTS=moto`` (or ``rgw``, or ``moto,rgw``: the default); the RGW runs carry
+the ``rgw`` marker, tests taking the ``spark`` fixture the ``spark`` marker. Every test that
 writes gets its own destination prefix (``dest``); after the test the fixture asserts that no
 multipart upload is left pending under that prefix.
 """
@@ -19,8 +20,8 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-from s3commit_sdk.sandbox import S3Sandbox, local_spark
 from s3commit_sdk.testing.rgw import RGWServer
+from s3commit_sdk.testing.sandbox import S3Sandbox, local_spark
 
 BUCKET = "test-bucket"
 SERVERS = {"moto": S3Sandbox, "rgw": RGWServer}
@@ -29,11 +30,21 @@ if unknown := set(ENDPOINTS) - set(SERVERS):
     raise ValueError(f"S3COMMIT_TEST_ENDPOINTS: unknown {sorted(unknown)}; use moto and/or rgw")
 
 
-@pytest.fixture(scope="session", params=ENDPOINTS)
+@pytest.fixture(
+    scope="session",
+    params=[pytest.param(e, marks=pytest.mark.rgw) if e == "rgw" else e for e in ENDPOINTS],
+)
 def s3_server(request):
     """An S3 server process on 127.0.0.1 (moto or Ceph RGW), its endpoint exported to boto3."""
     with SERVERS[request.param](bucket=BUCKET) as server:
         yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that takes the session's Spark is marked ``spark`` (``-m "not spark"``)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
 
 def differs_on(s3_server, kind: str, why: str) -> bool:
@@ -69,7 +80,7 @@ def spark():
 @pytest.fixture(scope="session")
 def running_proxy(s3_server):
     """The fault-injecting proxy in front of the moto server, for the whole session."""
-    from s3commit_sdk.faultproxy import FaultProxy
+    from s3commit_sdk.testing.faultproxy import FaultProxy
 
     with FaultProxy(s3_server.endpoint) as proxy:
         yield proxy

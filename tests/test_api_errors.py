@@ -15,7 +15,7 @@ from s3commit_sdk import (
     UnknownOptionError,
     write_committed,
 )
-from s3commit_sdk.sandbox import S3Sandbox
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 DATA = pd.DataFrame({"id": [1, 2, 3], "day": ["a", "b", "b"]})
 
@@ -39,11 +39,33 @@ DATA = pd.DataFrame({"id": [1, 2, 3], "day": ["a", "b", "b"]})
         ({"partition_by": ["id", "day"]}, InvalidArgumentError, "every column"),
         ({"partition_by": ["day", "day"]}, InvalidArgumentError, "twice"),
         ({"format": "avro"}, InvalidArgumentError, "unknown format"),
+        ({"options": {None: 1}}, UnknownOptionError, "None"),
+        ({"options": [("threads", 2)]}, InvalidArgumentError, "options must be a mapping"),
+        ({"committer": ["x"]}, InvalidArgumentError, "unknown committer"),
+        ({"partition_by": 123}, InvalidArgumentError, "partition_by"),
+        ({"options": {"endpoint": "not a url"}}, InvalidArgumentError, "http"),
+        ({"options": {"region": "bad region!"}}, InvalidArgumentError, "region"),
+        ({"path": "s3://B_AD/x"}, InvalidPathError, "bucket name"),
+        ({"path": "s3://bkt:9000/x"}, InvalidPathError, "endpoint"),
+        ({"options": {"multipart.size": "1T"}}, InvalidArgumentError, "5 GiB"),
+        ({"options": {"threads": 1.5}}, InvalidArgumentError, "integer"),
+        ({"options": {"threads": True}}, InvalidArgumentError, "integer"),
+        (
+            {"options": {"threads": 2, "fs.s3a.committer.threads": 3}},
+            InvalidArgumentError,
+            "both",
+        ),
+        (
+            {"conflict_mode": "append", "options": {"staging.unique-filenames": False}},
+            InvalidArgumentError,
+            "unique-filenames",
+        ),
     ],
 )
 def test_bad_arguments_raise_value_errors_and_upload_nothing(s3, dest, kwargs, error, words):
+    arguments = dict(kwargs)
     with pytest.raises(error, match=words) as info:
-        write_committed(DATA, dest.url, **kwargs)
+        write_committed(DATA, arguments.pop("path", dest.url), **arguments)
     assert isinstance(info.value, ValueError) and isinstance(info.value, S3CommitError)
     assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []
 
@@ -79,6 +101,14 @@ def test_spark_argument_errors_raise_before_any_task(spark, s3, dest):
     with pytest.raises(InvalidArgumentError, match="missing"):
         write_committed(df, dest.url, partition_by=["missing"])
     assert list_keys(s3, dest.dir) == []
+
+
+@pytest.mark.parametrize("options", [{"tasks": 2}, {"task.max-attempts": 3}])
+def test_local_only_options_are_refused_with_spark(spark, s3, dest, options):
+    """Spark decides tasks (partitions) and retries (spark.task.maxFailures) itself."""
+    with pytest.raises(InvalidArgumentError, match="Spark"):
+        write_committed(spark.createDataFrame(DATA), dest.url, options=options)
+    assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []
 
 
 def test_missing_bucket_names_the_bucket(s3_server, s3):

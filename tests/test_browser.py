@@ -29,7 +29,9 @@ import nbformat
 import pytest
 from conftest import BUCKET, pending_uploads
 
-from s3commit_sdk.sandbox import free_port
+from s3commit_sdk.testing.sandbox import free_port
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -184,7 +186,18 @@ def voila(tmp_path, s3, dest):
 
 
 def screenshot(page, locator, path: Path, pad: int = 8) -> None:
-    """A PNG of everything the locator matches (one box around all of them)."""
+    """A PNG of everything the locator matches (one box around all of them).
+
+    JupyterLab may open its kernel dialog over the notebook while a cell runs; it is
+    cancelled first (Escape keeps the running kernel), so that the picture shows the widget.
+    """
+    dialogs = page.locator(".jp-Dialog")
+    for _ in range(3):
+        if not dialogs.count():
+            break
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+    assert not dialogs.count(), "a JupyterLab dialog stays over the notebook"
     locator.first.scroll_into_view_if_needed()
     boxes = [locator.nth(i).bounding_box() for i in range(locator.count())]
     left = min(b["x"] for b in boxes) - pad
@@ -277,7 +290,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from s3commit_sdk import write_committed
-from s3commit_sdk.sandbox import S3Sandbox, local_spark
+from s3commit_sdk.testing.sandbox import S3Sandbox, local_spark
 sandbox = S3Sandbox(bucket="lab").start()
 spark = local_spark("local[2]", app_name="lab")
 spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
@@ -330,6 +343,9 @@ def jupyterlab(tmp_path):
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)  # no "get notified about news?" toast over the screenshots
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)  # the notebook's own kernel, without the "Select Kernel" dialog
+    (tracker / "tracker.jupyterlab-settings").write_text('{"autoStartDefaultKernel": true}')
     log = open(tmp_path / "lab.log", "w")  # noqa: SIM115 (closed by stop())
     process = subprocess.Popen(
         [

@@ -221,6 +221,7 @@ def test_abort_force_with_job_filter(capsys, dest, uploads, three):
 
 
 @pytest.mark.parametrize("job", ["", "part", JOB[:8], JOB + "0"], ids=["empty", "word", "8", "37"])
+@pytest.mark.fault
 def test_job_must_be_a_full_uuid(capsys, dest, uploads, three, job):
     """``--job ""`` (an empty shell variable) used to select, and abort, every upload."""
     for argv in (

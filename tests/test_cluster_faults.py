@@ -34,6 +34,8 @@ from spark_clusters import (
     partition_ranges,
 )
 
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.fault]
+
 ROWS_PER_TASK = 1000  # of ~2 KB each
 # Short-lived JVMs on a small machine start faster with the C1 compiler only and serial GC.
 JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -15,7 +15,10 @@ from conftest import BUCKET, differs_on, list_keys, pending_uploads, read_back
 
 from s3commit_sdk import CommitError, StoreError, write_committed
 from s3commit_sdk.committers.exclusive import honours_conditional_create
-from s3commit_sdk.faultproxy import (
+from s3commit_sdk.paths import parse_s3_url
+from s3commit_sdk.recovery import abort
+from s3commit_sdk.store import S3Settings
+from s3commit_sdk.testing.faultproxy import (
     BOGUS_ETAG,
     FaultProxy,
     ignore_conditions,
@@ -23,9 +26,8 @@ from s3commit_sdk.faultproxy import (
     slow_down,
     wrong_etag,
 )
-from s3commit_sdk.paths import parse_s3_url
-from s3commit_sdk.recovery import abort
-from s3commit_sdk.store import S3Settings
+
+pytestmark = pytest.mark.fault
 
 COMMITTERS = ["directory", "partitioned", "magic"]
 

@@ -23,6 +23,8 @@ from connect_scenarios import COMMITTERS, as_text, sample_rows
 
 from s3commit_sdk import UnsupportedSessionError, write_committed
 
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+
 SCRIPT = Path(__file__).with_name("connect_scenarios.py")
 ROOT = Path(__file__).parents[1]
 EXISTING = "day=2026-11-01/existing.parquet"

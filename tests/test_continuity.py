@@ -10,6 +10,8 @@ from conftest import list_keys, pending_uploads
 from s3commit_sdk import CommitError, write_committed
 from s3commit_sdk.protocol import JobContext, execute_task
 
+pytestmark = pytest.mark.fault
+
 
 @pytest.mark.parametrize("committer", ["directory", "partitioned", "magic"])
 def test_late_attempt_after_job_end_discards_its_output(s3, dest, committer):

@@ -37,9 +37,9 @@ from s3commit_sdk.errors import (
     InvalidArgumentError,
     TaskFailedError,
 )
-from s3commit_sdk.faultproxy import FaultProxy, internal_error
 from s3commit_sdk.protocol import execute_task
-from s3commit_sdk.sandbox import crash_write
+from s3commit_sdk.testing.crash import crash_write
+from s3commit_sdk.testing.faultproxy import FaultProxy, internal_error
 from s3commit_sdk.widgets import SuccessReport
 
 COMMITTERS = ["directory", "partitioned", "magic"]
@@ -381,6 +381,39 @@ def test_replace_racing_a_replace_fails_and_leaves_nothing(s3_server, s3, dest, 
     assert_clean(s3, dest)
 
 
+def versions_per_day(s3_server, dest) -> dict[str, list[int]]:
+    return {d: sorted(r[3] for r in rows(s3_server, dest) if r[1] == d) for d in DAYS}
+
+
+@pytest.mark.parametrize("appended", ["2026-11-21", "2026-11-22"], ids=["same", "other"])
+def test_replace_racing_an_append(s3_server, s3, dest, appended):
+    """An append that lands in a partition while a replace of it runs fails the replace (its
+    files would survive the replace otherwise); an append elsewhere does not."""
+    write_committed(orders(), dest.url, format="delta", partition_by=["day"], progress=False)
+    day = "2026-11-21"
+    replace, messages = prepared(dest.url, orders([day], version=2), conflict_mode="replace")
+    write_committed(
+        orders([appended], n=5, version=3),
+        dest.url,
+        format="delta",
+        partition_by=["day"],
+        conflict_mode="append",
+        progress=False,
+    )
+    if appended == day:
+        with pytest.raises(ConcurrentCommitError, match=f"day={day}"):
+            replace.commit_job(messages, {})
+        assert table(s3_server, dest).version() == 1
+        assert versions_per_day(s3_server, dest)[day] == [1] * 20 + [3] * 5
+        assert not [k for k in list_keys(s3, dest.dir) if replace.job.job_id in k]
+    else:
+        replace.commit_job(messages, {})
+        assert table(s3_server, dest).version() == 2
+        assert versions_per_day(s3_server, dest)[day] == [2] * 20
+        assert versions_per_day(s3_server, dest)[appended] == [1] * 20 + [3] * 5
+    assert_clean(s3, dest)
+
+
 CHILD = textwrap.dedent(
     """
     import json, sys, time
@@ -569,3 +602,35 @@ def test_written_parquet_is_plain_parquet(s3_server, s3, dest, tmp_path):
     path = tmp_path / "f.parquet"
     path.write_bytes(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     assert pq.read_table(path).column_names == ["id", "amount", "version"]
+
+
+# -- reading through the s3commit data source --------------------------------------------------
+def test_the_s3commit_reader_reads_a_version_of_the_table(spark, s3_server, dest):
+    """The current snapshot (never the files a replace removed), ``versionAsOf`` for an older
+    one, and the table's own column types (a string day stays a string)."""
+    from test_datasource import Native
+
+    from s3commit_sdk import register
+
+    write_committed(orders(), dest.url, format="delta", partition_by=["day"], progress=False)
+    replaced = orders(["2026-11-21"], n=5, version=2)
+    write_committed(
+        replaced, dest.url, format="delta", partition_by=["day"], conflict_mode="replace"
+    )
+    register(spark)
+    native = Native(spark, s3_server)
+
+    def read(**options) -> tuple[list[tuple], dict[str, str]]:
+        df = native.load(dest.url, **options)
+        data = pa.Table.from_pylist([r.asDict() for r in df.collect()])
+        got = sorted(tuple(r.values()) for r in data.select(sorted(data.column_names)).to_pylist())
+        return got, dict(df.dtypes)
+
+    current, types = read()
+    assert current == rows(s3_server, dest) and len(current) == 20 + 5 + 20
+    assert types == {"id": "bigint", "amount": "double", "version": "bigint", "day": "string"}
+    assert read(versionAsOf="0")[0] == rows(s3_server, dest, version=0)
+    with pytest.raises(Exception, match="versionAsOf='latest'"):
+        read(versionAsOf="latest")
+    with pytest.raises(Exception, match="cannot read version 7 of the Delta table"):
+        read(versionAsOf="7")

@@ -12,6 +12,8 @@ from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import ConcurrentCommitError, write_committed
 
+pytestmark = pytest.mark.fault
+
 COMMITTERS = ("directory", "partitioned", "magic")
 
 
@@ -118,9 +120,9 @@ def test_marker_create_that_landed_but_was_not_acknowledged(proxy, s3, s3_server
     """The conditional PUT of the marker reaches S3, the client sees a 500 and retries into a
     412 on its own marker: the job must recognise it and commit, leaving no marker behind."""
     from s3commit_sdk.committers.exclusive import honours_conditional_create
-    from s3commit_sdk.faultproxy import internal_error
     from s3commit_sdk.paths import parse_s3_url
     from s3commit_sdk.store import S3Settings
+    from s3commit_sdk.testing.faultproxy import internal_error
 
     # the once-per-process check of the endpoint first, so that it makes no request below
     assert honours_conditional_create(S3Settings(proxy.endpoint), parse_s3_url(dest.url))
@@ -175,8 +177,8 @@ def test_racing_replaces_leave_exactly_one_jobs_data(proxy, s3, s3_server, dest,
 
     from s3commit_sdk.committers import make_committer
     from s3commit_sdk.committers.exclusive import honours_conditional_create
-    from s3commit_sdk.faultproxy import delay
     from s3commit_sdk.protocol import JobContext, execute_task
+    from s3commit_sdk.testing.faultproxy import delay
 
     partition_by = () if committer == "directory" else ("day",)
     write_committed(frame(4, 0), dest.url, committer="partitioned", partition_by=["day"])

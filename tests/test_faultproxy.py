@@ -17,7 +17,9 @@ import pytest
 from conftest import BUCKET, differs_on, list_keys, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import StoreError, write_committed
-from s3commit_sdk.faultproxy import (
+from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.store.s3 import RetryPolicy
+from s3commit_sdk.testing.faultproxy import (
     DELAY,
     INTERNAL_ERROR,
     RESET,
@@ -31,9 +33,9 @@ from s3commit_sdk.faultproxy import (
     s3_operation,
     slow_down,
 )
-from s3commit_sdk.store import S3Settings, S3Store
-from s3commit_sdk.store.s3 import RetryPolicy
 from s3commit_sdk.uploads import JOB_UUID
+
+pytestmark = pytest.mark.fault
 
 MIB = 1024 * 1024
 

@@ -27,9 +27,11 @@ from crash_driver import data, run
 from s3commit_sdk import CommitError
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.exclusive import honours_conditional_create
-from s3commit_sdk.faultproxy import delay, internal_error
 from s3commit_sdk.protocol import JobContext, execute_task
 from s3commit_sdk.recovery import recover
+from s3commit_sdk.testing.faultproxy import delay, internal_error
+
+pytestmark = pytest.mark.fault
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 MARKER = "__s3commit/COMMIT_IN_PROGRESS"
@@ -94,8 +96,9 @@ def expected_rows() -> list[tuple]:
 
 @pytest.mark.parametrize("committer", ["partitioned", "magic"])
 @pytest.mark.parametrize("step", list(STEPS))
-def test_ctrl_c_during_job_commit(proxy, s3, s3_server, dest, committer, step):
-    options = {"tasks": 3, "threads": 1}
+def test_ctrl_c_during_job_commit(proxy, s3, s3_server, dest, committer, step, tmp_path):
+    buffer = tmp_path / "buffer"  # the staging committer's local copies: none may stay behind
+    options = {"tasks": 3, "threads": 1, "buffer.dir": str(buffer)}
     run({"dest": dest.url, "committer": committer, "seed": 1, "days": OLD_DAYS, "options": options})
     before = visible_state(s3, dest)
     job_spec = {
@@ -106,6 +109,7 @@ def test_ctrl_c_during_job_commit(proxy, s3, s3_server, dest, committer, step):
         "options": {**options, "endpoint": proxy.endpoint},
     }
     err = interrupt(proxy, job_spec, *STEPS[step])
+    assert not buffer.exists() or list(buffer.iterdir()) == []
     if step in ROLLED_BACK:
         assert re.search(r"nothing of (it|this job) is visible", err, re.I)
         assert visible_state(s3, dest) == before

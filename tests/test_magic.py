@@ -16,14 +16,20 @@ from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
-from s3commit_sdk import ConflictError, StoreError, write_committed
+from s3commit_sdk import (
+    ConflictError,
+    InvalidArgumentError,
+    StoreError,
+    options,
+    write_committed,
+)
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.magic import DelayedCompletionStream, magic_to_final
-from s3commit_sdk.faultproxy import internal_error
-from s3commit_sdk.options import resolve_options
+from s3commit_sdk.options import part_size_for, resolve_options
 from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext, execute_task
 from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.testing.faultproxy import internal_error
 
 FIVE_MIB = 5 * 1024 * 1024
 
@@ -83,6 +89,7 @@ def _job(dest_url: str, **options) -> JobContext:
     return JobContext.on_s3(dest_url, "magic", {"multipart.size": "5M", **options})
 
 
+@pytest.mark.fault
 def test_writer_raising_mid_file_leaves_no_pending_upload(s3, dest):
     """The task fails after two parts were uploaded: its stream aborts its own upload."""
     job = _job(dest.url)
@@ -136,6 +143,7 @@ def test_pending_files_and_pendingsets_live_in_the_job_tree(s3, dest):
     s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in tree]})
 
 
+@pytest.mark.fault
 def test_concurrent_jobs_keep_their_magic_trees_apart(s3, s3_server, dest):
     """Three jobs at once, on sibling destinations of one bucket: none touches another's."""
     targets = [dest.url + "/ds1", dest.url + "/ds10", dest.url + "/other"]
@@ -165,6 +173,7 @@ def test_concurrent_jobs_keep_their_magic_trees_apart(s3, s3_server, dest):
     assert magic_keys(s3, dest) == []
 
 
+@pytest.mark.fault
 def test_spark_task_failing_first_attempt_is_exactly_once(spark, s3_server, dest):
     df = spark.range(0, 300, numPartitions=3).withColumn("name", F.concat(F.lit("n"), "id"))
 
@@ -228,6 +237,7 @@ def test_record_batch_reader_streams_through_one_task(s3_server, dest, committer
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.fault
 def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
     """The first ``.pending`` PUT and the first upload abort fail, retries off: the task fails
     typed, its other streams are aborted all the same, and no stream waits for a part that no
@@ -273,6 +283,7 @@ def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.fault
 def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, dest):
     """The last reference to an open stream dies on its pool's only worker, as when the cyclic
     GC runs there: its finalizer must neither upload a part nor wait for that very worker."""
@@ -289,3 +300,47 @@ def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, des
         pool.shutdown(wait=False, cancel_futures=True)
         s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
     assert proxy.counts.get("UploadPart", 0) == 0
+
+
+# -- S3's limit of 10,000 parts per upload --------------------------------------------------------
+MIB = 1024 * 1024
+
+
+def test_part_size_grows_to_fit_s3_part_limit_and_refuses_what_cannot():
+    assert part_size_for(600 * 1024 * MIB, 64 * MIB) == 64 * MIB  # 9,600 parts
+    assert part_size_for(1024 * 1024 * MIB, 64 * MIB) == 105 * MIB  # 1 TiB: 9,987 parts
+    assert part_size_for(0, 5 * MIB) == 5 * MIB
+    with pytest.raises(InvalidArgumentError, match="10000 parts of at most 5 GiB"):
+        part_size_for(49 * 1024 * 1024 * MIB, 64 * MIB)
+
+
+@pytest.fixture
+def three_parts_at_most(monkeypatch):
+    """S3's limit lowered to 3 parts: the same code path as 10,000 parts of 64 MiB, on 20 MiB."""
+    monkeypatch.setattr(options, "MAX_PARTS", 3)
+    return pa.table({"blob": [os.urandom(MIB) for _ in range(20)]})
+
+
+def test_staging_raises_the_part_size_of_a_file_over_the_part_limit(s3, dest, three_parts_at_most):
+    write_committed(
+        three_parts_at_most,
+        dest.url,
+        committer="directory",
+        options={"multipart.size": "5M", "tasks": 1},
+        progress=False,
+    )
+    (key,) = visible_keys(s3, dest.dir)
+    head = s3.head_object(Bucket=BUCKET, Key=key)
+    assert head["ETag"].strip('"').endswith("-3") and head["ContentLength"] > 20 * MIB
+
+
+def test_magic_stops_a_file_at_the_part_limit_and_leaves_nothing(s3, dest, three_parts_at_most):
+    with pytest.raises(InvalidArgumentError, match=r"limit of 3 parts of multipart\.size=5242880"):
+        write_committed(
+            three_parts_at_most,
+            dest.url,
+            committer="magic",
+            options={"multipart.size": "5M", "tasks": 1},
+            progress=False,
+        )
+    assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []

@@ -20,6 +20,8 @@ from conftest import BUCKET, list_keys
 from s3commit_sdk import write_committed
 from s3commit_sdk.uploads import job_of_key, pending_uploads
 
+pytestmark = pytest.mark.notebook
+
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "02_daily_partition_update.ipynb"
 NOTEBOOK_07 = Path(__file__).parents[1] / "notebooks" / "07_delta_partition_replace.ipynb"
 DAYS = ["2026-11-20", "2026-11-21", "2026-11-22"]
@@ -119,6 +121,15 @@ def test_two_daily_runs_replace_only_their_partition(s3, dest, tmp_path):
         assert any(" tasks done" in line and "setup" not in line for line in lines[:-1]), lines
         assert re.search(r": done in [\d.]+ s: committed 2 file\(s\), 2,000 rows", lines[-1])
         assert lines[-1].endswith("nothing is left pending")
+        # `result` as a cell's last line displays as the SuccessReport, with a text fallback
+        shown = [
+            out["data"]
+            for cell in notebook["cells"]
+            if "".join(cell["source"]).strip() == "result"
+            for out in cell["outputs"]
+        ]
+        assert len(shown) == 1 and "application/vnd.jupyter.widget-view+json" in shown[0]
+        assert "".join(shown[0]["text/plain"]).startswith("SuccessReport of " + dest.url)
 
 
 def printed(notebook: dict) -> list[str]:

@@ -438,6 +438,7 @@ def test_spark_refuses_the_second_instant_of_a_repeated_hour(spark, s3, dest, tm
 # -- characters and lengths S3 keys cannot carry -------------------------------------------
 
 
+@pytest.mark.fault
 def test_nul_in_a_partition_value_is_escaped_and_reads_back(spark, s3, dest, tmp_path):
     frame = pd.DataFrame({"id": [1, 2], "p": ["a\x00b", "plain"]})
     write_committed(frame, dest.url, partition_by="p")
@@ -458,6 +459,7 @@ def test_nul_in_a_partition_value_is_escaped_and_reads_back(spark, s3, dest, tmp
         "file:///tmp/a\x00b",
     ],
 )
+@pytest.mark.fault
 def test_destinations_s3_cannot_carry_are_refused(url):
     with pytest.raises(InvalidPathError, match=r"U\+|bytes"):
         parse_destination(url)
@@ -469,6 +471,7 @@ def test_longest_destination_leaves_room_for_the_files():
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.fault
 def test_partition_key_over_1024_bytes_is_refused_naming_it(spark, s3, dest, engine):
     frame = pd.DataFrame({"id": [1, 2], "p": ["short", "ü" * 500]})
     data = spark.createDataFrame(frame) if engine == "spark" else frame

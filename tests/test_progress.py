@@ -169,3 +169,24 @@ def test_auto_progress_without_a_terminal_or_front_end_is_text(monkeypatch):
     monkeypatch.setenv(PROGRESS_ENV, "fancy")
     with pytest.raises(InvalidArgumentError, match=PROGRESS_ENV):
         make_listener("auto")
+
+
+@pytest.mark.parametrize("committer", ["manifest", "file"])
+def test_rename_committers_report_files_and_bytes(tmp_path, committer):
+    """Progress counts come from what every committer's task-commit message carries."""
+    events = []
+    data = pd.DataFrame({"id": range(100), "day": ["a", "b"] * 50})
+    root = tmp_path / "out"
+    result = write_committed(
+        data,
+        f"file://{root}",
+        committer=committer,
+        partition_by=["day"],
+        options={"tasks": 3},
+        progress=events.append,
+    )
+    on_disk = list(root.rglob("*.parquet"))
+    assert len(on_disk) == len(result.files) > 0
+    last = events[-1]
+    assert last.phase == "done" and (last.files, last.rows) == (len(on_disk), 100)
+    assert last.bytes == sum(p.stat().st_size for p in on_disk) == result.bytes

@@ -23,8 +23,10 @@ from crash_driver import data, run
 
 from s3commit_sdk import CommitError
 from s3commit_sdk.cli import main as cli
-from s3commit_sdk.faultproxy import delay
 from s3commit_sdk.recovery import abort, recover
+from s3commit_sdk.testing.faultproxy import delay
+
+pytestmark = pytest.mark.fault
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 OLD_DAYS, NEW_DAYS = ["d1", "d2"], ["d2", "d3"]

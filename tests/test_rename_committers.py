@@ -13,8 +13,10 @@ import pyarrow.dataset as ds
 import pytest
 from conftest import BUCKET, list_keys, read_back, rows_of
 
-from s3commit_sdk import CommitError, ConflictError, TaskFailedError, write_committed
-from s3commit_sdk.store.rename import FAULTS, FaultPlan
+from s3commit_sdk import CommitError, ConflictError, StoreError, TaskFailedError, write_committed
+from s3commit_sdk.committers.rename_base import RenameCommitter
+from s3commit_sdk.store.rename import LocalStore
+from s3commit_sdk.testing.faulty_store import FaultPlan, faulty_rename_store
 
 VARIANTS = [
     ("manifest", {}),
@@ -129,18 +131,17 @@ def test_injected_rename_failure_names_what_became_visible(tmp_path):
     root = f"/s3commit-tests/{uuid.uuid4().hex}"
     url = f"memory://{root}"
     # 3 tasks save 3 manifests (renames 1-3); the job's 2nd file rename fails
-    FAULTS[url] = FaultPlan(fail_rename_at={5})
-    try:
-        with pytest.raises(CommitError, match="2 of 4 renames had started") as info:
-            write_committed(
-                frame({"d1": 9, "d2": 9}),
-                url,
-                committer="manifest",
-                partition_by=["day"],
-                options={"tasks": 3, "threads": 1},
-            )
-    finally:
-        del FAULTS[url]
+    with (
+        faulty_rename_store(FaultPlan(fail_rename_at={5})),
+        pytest.raises(CommitError, match="2 of 4 renames had started") as info,
+    ):
+        write_committed(
+            frame({"d1": 9, "d2": 9}),
+            url,
+            committer="manifest",
+            partition_by=["day"],
+            options={"tasks": 3, "threads": 1},
+        )
     fs = fsspec.filesystem("memory")
     # the one file that had become visible was removed again, and the error says so
     assert [p for p in fs.find(root) if "_temporary" not in p] == []
@@ -149,15 +150,82 @@ def test_injected_rename_failure_names_what_became_visible(tmp_path):
     fs.rm(root, recursive=True)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_classic_replace_replaces_the_old_data(target, version):
+    """v2 merges at task commit, so the old files go at job commit, never before."""
+    url, fs, root = target
+    options = {"algorithm.version": version}
+    write_committed(frame({"d1": 20}), url, committer="file", options=options)
+    second = frame({"d2": 4}, 100)
+    result = write_committed(
+        second, url, committer="file", options=options, conflict_mode="replace"
+    )
+    assert read(fs, root) == as_rows(second) and result.success["replacedObjects"] >= 1
+    assert not temporary_left(fs, root)
+
+
+def test_classic_v1_rename_failure_at_job_commit_aborts(target):
+    """One merge for every task: a failed rename undoes all of them and the job is aborted."""
+    url, fs, root = target
+    old = frame({"d1": 5}, 100)
+    write_committed(old, url, committer="file")
+    # 3 tasks rename their attempt directory (renames 1-3); the job's 2nd merge rename fails
+    with (
+        faulty_rename_store(FaultPlan(fail_rename_at={5})),
+        pytest.raises(CommitError, match="2 of 3 renames had started") as info,
+    ):
+        write_committed(
+            frame({"d1": 9}),
+            url,
+            committer="file",
+            conflict_mode="replace",
+            options={"tasks": 3, "threads": 1},
+        )
+    assert "nothing of it is visible" in str(info.value)
+    assert read(fs, root) == as_rows(old) and not temporary_left(fs, root)
+
+
+@pytest.mark.parametrize(("committer", "options"), VARIANTS, ids=IDS)
+def test_any_job_commit_failure_aborts(target, monkeypatch, committer, options):
+    """A failure in a job-commit step without its own guard (here: writing _SUCCESS)."""
+    url, fs, root = target
+
+    def failing(self, *args, **kwargs):
+        raise StoreError("injected failure finishing the job")
+
+    monkeypatch.setattr(RenameCommitter, "finish", failing)
+    with pytest.raises(StoreError, match="injected"):
+        write_committed(frame({"d1": 9}), url, committer=committer, options={**options, "tasks": 3})
+    assert not temporary_left(fs, root)
+
+
+def test_interrupt_during_job_commit_renames_rolls_back(tmp_path, monkeypatch):
+    """v1 on file://: task commit renames directories, job commit renames files."""
+    root = tmp_path / "out"
+    real, renamed = LocalStore.rename, []
+
+    def rename(self, source, target):
+        renamed.append(target)
+        if len(renamed) == 2:
+            raise KeyboardInterrupt
+        real(self, source, target)
+
+    monkeypatch.setattr(LocalStore, "rename", rename)
+    with pytest.raises(KeyboardInterrupt) as info:
+        write_committed(frame({"d1": 9}), f"file://{root}", committer="file", options={"tasks": 3})
+    assert "nothing of it is visible" in "\n".join(info.value.__notes__)
+    assert [p for p in root.rglob("*") if p.is_file()] == []
+    assert not temporary_left(None, str(root))
+
+
 def test_manifest_load_failure_makes_nothing_visible():
     root = f"/s3commit-tests/{uuid.uuid4().hex}"
     url = f"memory://{root}"
-    FAULTS[url] = FaultPlan(fail_read_containing="task_00001")
-    try:
-        with pytest.raises(CommitError, match="loading the task manifests failed"):
-            write_committed(frame({"d1": 9}), url, committer="manifest", options={"tasks": 3})
-    finally:
-        del FAULTS[url]
+    with (
+        faulty_rename_store(FaultPlan(fail_read_containing="task_00001")),
+        pytest.raises(CommitError, match="loading the task manifests failed"),
+    ):
+        write_committed(frame({"d1": 9}), url, committer="manifest", options={"tasks": 3})
     fs = fsspec.filesystem("memory")
     assert not fs.exists(root) or fs.find(root) == []
 

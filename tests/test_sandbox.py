@@ -14,14 +14,15 @@ import sys
 import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
-from s3commit_sdk.sandbox import S3Sandbox
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 KERNEL = """
 import sys, time
-from s3commit_sdk.sandbox import S3Sandbox
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 sandbox = S3Sandbox(bucket="kernel").start()
 print(sandbox.endpoint, sandbox.process.pid, flush=True)
@@ -130,3 +131,32 @@ def test_uploads_are_listed_with_the_moment_they_were_started():
     first, second = initiated["a/part-0.parquet"], initiated["a/part-1.parquet"]
     assert before - timedelta(seconds=2) <= first <= before + timedelta(seconds=2)
     assert second - first >= timedelta(seconds=1)
+
+
+SPARK_START = """
+from s3commit_sdk.testing.sandbox import local_spark
+spark = local_spark({quiet})
+print(spark.range(5).count(), spark.conf.get("spark.s3commit.sandbox.log", ""), flush=True)
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+@pytest.mark.spark
+def test_local_spark_keeps_the_jvm_start_up_noise_out_of_the_notebook(quiet):
+    """A notebook's first output was a red block of Spark's start-up warnings."""
+    done = subprocess.run(
+        [sys.executable, "-c", SPARK_START.format(quiet=f"quiet={quiet}")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    count, _, log = done.stdout.strip().partition(" ")
+    assert count == "5"
+    noisy = "Setting default log level" in done.stderr or "WARN" in done.stderr
+    if quiet:
+        assert not noisy, done.stderr
+        assert "Setting default log level" in Path(log).read_text()
+    else:  # the control: without quiet the same start does print it
+        assert noisy and log == ""

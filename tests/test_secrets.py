@@ -15,11 +15,13 @@ from conftest import BUCKET, differs_on, list_keys
 from s3commit_sdk import InvalidArgumentError, write_committed
 from s3commit_sdk.cli import main as cli
 from s3commit_sdk.committers import make_committer
-from s3commit_sdk.faultproxy import delay
 from s3commit_sdk.options import resolve_options
 from s3commit_sdk.protocol import JobContext, TaskAttemptContext
 from s3commit_sdk.redaction import RedactingFilter
 from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.testing.faultproxy import delay
+
+pytestmark = pytest.mark.fault
 
 ACCESS = "AKIARECOGNISABLE0001"
 SECRET = "s3cr3t-RECOGNISABLE-zz9-do-not-leak"

@@ -162,6 +162,7 @@ def _fail_when(partition: int, attempts: tuple[int, ...], delay: float = 0.0):
     return F.udf(check, IntegerType())
 
 
+@pytest.mark.fault
 def test_task_failing_first_attempt_gives_exactly_once_output(spark, s3_server, dest):
     df = sample(spark, 120, 3)
     flaky = df.withColumn("id", _fail_when(1, (0,))("id"))
@@ -170,6 +171,7 @@ def test_task_failing_first_attempt_gives_exactly_once_output(spark, s3_server, 
     assert read_back(s3_server, dest.prefix) == expected_rows(df, partition_by=None)
 
 
+@pytest.mark.fault
 def test_task_failing_every_attempt_leaves_nothing(spark, s3, dest):
     # one existing object that must survive untouched
     s3.put_object(Bucket=BUCKET, Key=dest.dir + "day=2026-11-01/existing.parquet", Body=b"x")
@@ -182,6 +184,7 @@ def test_task_failing_every_attempt_leaves_nothing(spark, s3, dest):
     assert pending_uploads(s3, dest.dir) == []
 
 
+@pytest.mark.fault
 def test_sibling_prefix_uploads_survive(spark, s3, dest):
     """A pending upload under .../ds10/ is not touched by jobs on .../ds1 (seed 003, Testing)."""
     sibling = s3.create_multipart_upload(Bucket=BUCKET, Key=dest.prefix + "/ds10/part-0")
@@ -225,6 +228,7 @@ def test_job_scoped_cleanup_keeps_other_jobs_uploads(spark, s3, dest):
 
 
 @pytest.mark.parametrize("suffix", ["with space/ünïcödé 東京", "a=b/c d=e"])
+@pytest.mark.fault
 def test_awkward_destination_paths(spark, s3_server, dest, suffix):
     df = sample(spark, 40, 2)
     url = f"{dest.url}/{suffix}"

@@ -12,9 +12,9 @@ from conftest import BUCKET, differs_on, list_keys, pending_uploads
 
 from s3commit_sdk.errors import StoreError
 from s3commit_sdk.options import MIN_PART_SIZE, resolve_options
-from s3commit_sdk.sandbox import S3Sandbox
 from s3commit_sdk.store import S3Settings, S3Store
 from s3commit_sdk.store.s3 import multipart_etag
+from s3commit_sdk.testing.sandbox import S3Sandbox
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ checks that nothing is left pending).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 import ipywidgets as widgets
@@ -140,7 +142,7 @@ def test_commit_progress_of_an_interrupt_while_tasks_write(dest, s3):
 def test_commit_progress_names_the_command_for_what_is_left(proxy, s3, dest):
     """The abort after an interrupt fails (the store refuses every abort): the panel says how
     many of the job's uploads a listing still finds, and the command that removes them."""
-    from s3commit_sdk.faultproxy import internal_error
+    from s3commit_sdk.testing.faultproxy import internal_error
 
     proxy.set_rules([internal_error("AbortMultipartUpload")])
     panel = CommitProgress()
@@ -422,3 +424,20 @@ def test_widgets_display_as_ipywidgets_with_a_text_fallback(dest):
         assert "application/vnd.jupyter.widget-view+json" in bundle
         assert bundle["text/plain"] == obj.text()
         obj.close()
+
+
+def test_a_write_result_is_plain_text_outside_a_kernel(dest):
+    """In a notebook `result` draws the SuccessReport (tests/test_notebooks_papermill.py);
+    a terminal gets the one-line repr, with no widget machinery."""
+    code = (
+        "import sys, pandas as pd\n"
+        "from s3commit_sdk import write_committed\n"
+        f"result = write_committed(pd.DataFrame({{'id': [1]}}), {dest.url!r}, progress=False)\n"
+        "bundle = result._repr_mimebundle_()\n"
+        "print(sorted(bundle), bundle['text/plain'] == repr(result), 'ipywidgets' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['text/plain']", "True", "False"]

@@ -37,7 +37,7 @@ def etags(s3, dest) -> dict[str, str]:
     return {k: s3.head_object(Bucket=BUCKET, Key=k)["ETag"] for k in visible_keys(s3, dest.dir)}
 
 
-@pytest.fixture(params=["local", "spark"])
+@pytest.fixture(params=["local", pytest.param("spark", marks=pytest.mark.spark)])
 def engine(request):
     return request.param
 

@@ -67,25 +67,28 @@ class ClassicCommitter(RenameCommitter):
             }
         )
 
-    def _merge(self, source: str) -> None:
-        """mergePaths: every file under ``source`` to the same relative path in the dest."""
-        moves = []
-        for path, _ in self.store.list_files(source):
-            target = self.path(path[len(source) + 1 :])
-            moves.append((path, target))
+    def _merge(self, *sources: str) -> None:
+        """mergePaths: every file under each source to the same relative path in the dest, in
+        one ``move_all``, so that a failed rename undoes every rename of the merge."""
+        moves = [
+            (path, self.path(path[len(source) + 1 :]))
+            for source in sources
+            for path, _ in self.store.list_files(source)
+        ]
         for directory in sorted({t.rsplit("/", 1)[0] for _, t in moves}):
             self.store.mkdirs(directory)
         self.move_all(moves)
 
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        """v1 merges every committed task now; v2 tasks merged already. Replaced files go last:
+        a job that fails before never loses the old data (v2 may leave new files beside it)."""
         started = time.monotonic()
         results = [json.loads(m) for m in messages]
         relpaths = [f[0] for r in results for f in r["files"]]
-        replaced = self.replaced_files(relpaths) if self.version == 1 else []
+        replaced = self.replaced_files(relpaths)
         mark = time.monotonic()
         if self.version == 1:
-            for result in results:
-                self._merge(self.committed_dir(result["task"]))
+            self._merge(*(self.committed_dir(r["task"]) for r in results))
         phases["merge"] = time.monotonic() - mark
         entries = [
             self.entry(self.path(rel), rows, size, partition, r["task"])

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..errors import InvalidPathError
 from ..formats import PendingSet, PendingUpload
+from ..options import check_part_number
 from ..paths import S3Location
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..store import S3Store
@@ -90,8 +91,9 @@ class DelayedCompletionStream(io.RawIOBase):
         for done in self._parts:  # surface a failed part now, not at close
             if done.done() and done.exception() is not None:
                 raise done.exception()
-        self._slots.acquire()
         number = len(self._parts) + 1
+        check_part_number(self.key, number, self.part_size)
+        self._slots.acquire()
         try:
             part = self._pool.submit(self._upload, number, body)
         except RuntimeError as exc:  # the pool is shut down: no worker would ever run the part

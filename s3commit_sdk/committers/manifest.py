@@ -87,12 +87,11 @@ class ManifestCommitter(RenameCommitter):
             raise PendingSetError(f"manifest of {doc['taskAttemptID']}, not {pointer['attempt']}")
         return doc
 
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
         started = time.monotonic()
         try:
             manifests = self.parallel(self._load, messages)  # job_stage_load_manifests
         except Exception as exc:
-            self.abort_job(messages)
             raise CommitError(
                 f"job {self.job.job_id}: loading the task manifests failed ({exc}); nothing "
                 f"became visible at {self.location.url()} and the job was aborted"
@@ -104,7 +103,6 @@ class ManifestCommitter(RenameCommitter):
                 source, target = unquote(f["s"]), unquote(f["d"])
                 self.relative(target)  # raises if a manifest points outside the destination
                 if target in seen:
-                    self.abort_job(messages)
                     raise CommitError(f"two task manifests both write {target!r}")
                 seen.add(target)
                 moves.append((source, target))
@@ -118,11 +116,7 @@ class ManifestCommitter(RenameCommitter):
         self.parallel(self.store.mkdirs, dirs)  # job_stage_create_target_dirs
         phases["create_target_dirs"] = time.monotonic() - mark
         mark = time.monotonic()
-        try:
-            self.move_all(moves)  # job_stage_rename_files
-        except CommitError:
-            self.abort_job(messages)
-            raise
+        self.move_all(moves)  # job_stage_rename_files
         phases["rename_files"] = time.monotonic() - mark
         if self.job.options.validate_output:
             self._validate(entries)

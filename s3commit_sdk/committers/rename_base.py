@@ -96,8 +96,35 @@ class RenameCommitter(Committer):
         self.conflict.check_task(self.visible, self.location.url(), partitions)
 
     # -- job end --------------------------------------------------------------------------------
+    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        """Any failure of job commit aborts the job, so no ``_temporary`` is left behind.
+
+        Unlike the S3 committers there is no journal to recover from: what a failed step made
+        visible is undone by the step itself (``move_all``) or named in its error.
+        """
+        try:
+            return self.commit_files(messages, phases)
+        except BaseException as exc:
+            self._abort_noting(messages, exc)
+            raise
+
+    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+        raise NotImplementedError
+
+    def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
+        """Abort while ``cause`` propagates; a failing abort goes into its notes, never raised."""
+        try:
+            self.abort_job(messages)
+        except Exception as exc:
+            cause.add_note(
+                f"s3commit: aborting job {self.job.job_id} failed too ({exc}): delete "
+                f"{self.location.url(self.job_dir)} and, if empty, "
+                f"{self.location.url(self.temporary)}"
+            )
+
     def replaced_files(self, relpaths: list[str]) -> list[str]:
-        """Listed before anything moves; new names carry the job UUID and never collide."""
+        """Visible files of the replaced partitions, except this job's own by path (v2 merged
+        them at task commit already; v1 lists before anything moves)."""
         new = {self.path(r) for r in relpaths}
         partitions = {partition_of(r) for r in relpaths}
         return [p for p in self.conflict.replaced(self.visible, partitions) if p not in new]
@@ -124,6 +151,12 @@ class RenameCommitter(Committer):
                 f"job {self.job.job_id}: a rename failed during job commit ({exc}) after "
                 f"{len(sent)} of {len(moves)} renames had started; {self._undo_moves(sent)}"
             ) from exc
+        except KeyboardInterrupt as interrupt:  # the pool has finished the renames it started
+            interrupt.add_note(
+                f"s3commit: job {self.job.job_id} was interrupted during its renames; "
+                f"{self._undo_moves(sent)}"
+            )
+            raise
 
     def _undo_moves(self, targets: list[str]) -> str:
         """Delete every target a rename was started for (names carry the job UUID)."""
@@ -166,8 +199,7 @@ class RenameCommitter(Committer):
         Requests are the driver's plus those the tasks reported.
         """
         mark = time.monotonic()
-        for path in replaced:
-            self.store.delete(path)
+        self._delete_replaced(replaced)
         phases["replace_delete"] = time.monotonic() - mark
         mark = time.monotonic()
         self.cleanup_job_dir()
@@ -195,6 +227,19 @@ class RenameCommitter(Committer):
             body = json.dumps(success, indent=2).encode() if json_success else b""
             self.store.write_bytes(self.path(SUCCESS_MARKER), body)
         return JobOutcome(entries, success, phases, requests)
+
+    def _delete_replaced(self, replaced: list[str]) -> None:
+        """Last, once the new files are in place: a failure leaves old and new data visible."""
+        try:
+            for path in replaced:
+                self.store.delete(path)
+        except S3CommitError as exc:
+            shown = ", ".join(self.location.url(p) for p in replaced[:3])
+            raise CommitError(
+                f"job {self.job.job_id}: its files are visible at {self.location.url()} but "
+                f"deleting the {len(replaced)} files it replaces failed ({exc}): old and new "
+                f"data may both be visible. Delete what remains of them (e.g. {shown})."
+            ) from exc
 
     def entry(self, path: str, rows: int, size: int, partition: dict, task: str) -> dict:
         return {

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
+from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from .conflict import PartitionConflict, partition_of
 from .s3_job import S3Committer
@@ -77,8 +78,15 @@ class DirectoryStagingCommitter(S3Committer):
         root = self.attempt_dir(task)
         shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
         private_dir(self.job.options.buffer_dir)
-        os.makedirs(os.path.dirname(root), mode=0o700, exist_ok=True)
-        os.makedirs(root, mode=0o700)
+        for _ in range(10):
+            os.makedirs(os.path.dirname(root), mode=0o700, exist_ok=True)
+            try:
+                os.mkdir(root, mode=0o700)
+                break
+            except FileNotFoundError:  # another attempt's _drop_local removed the empty job dir
+                continue
+        else:
+            os.mkdir(root, mode=0o700)  # the race lost ten times in a row: its error, at last
         return LocalDirSink(root)
 
     def _drop_local(self, task: TaskAttemptContext) -> None:
@@ -92,12 +100,10 @@ class DirectoryStagingCommitter(S3Committer):
         partitions = {partition_of(f.relpath) for f in files}
         self.conflict.check_task(self.visible, self.location.url(), partitions)
         root = self.attempt_dir(task)
-        part_size = self.job.options.multipart_size
         commits = [self._initiate(task, f) for f in files]  # save_pendingset checks job alive
         with ThreadPoolExecutor(self.job.options.upload_threads, "s3commit-upload") as pool:
             parts = [
-                self._send_parts(pool, root, f, c, part_size)
-                for f, c in zip(files, commits, strict=True)
+                self._send_parts(pool, root, f, c) for f, c in zip(files, commits, strict=True)
             ]
             for commit, futures in zip(commits, parts, strict=True):
                 commit.etags = [future.result() for future in futures]
@@ -130,9 +136,10 @@ class DirectoryStagingCommitter(S3Committer):
             taskId=task.task_id,
         )
 
-    def _send_parts(self, pool, root: str, written: WrittenFile, commit: PendingUpload, part_size):
+    def _send_parts(self, pool, root: str, written: WrittenFile, commit: PendingUpload):
         """Queue the file's parts; memory is one part per upload thread."""
         path = os.path.join(root, written.relpath)
+        part_size = part_size_for(commit.length, self.job.options.multipart_size)
         offsets = range(0, commit.length, part_size) if commit.length else [0]
 
         def send(number: int, offset: int) -> str:

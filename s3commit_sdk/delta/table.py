@@ -7,6 +7,11 @@ info and an application transaction ``s3commit-job:<job id>``: a retried commit 
 finds that transaction and never adds the files twice. Jobs that must be alone on their
 partitions (``replace``, ``fail``) also carry one transaction per partition, so two of them
 racing on a partition conflict even where no file was there to remove.
+
+delta-rs's retry does not see that an append landed files in a partition a replace removes
+(its removals come from the replace's read snapshot), so exclusive jobs do not let it retry:
+they check every version committed since their read themselves and commit on the latest one
+(the paper "A Zero-Rename Committer", "Correctness": exclusivity).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ STATS_KEY = "deltaStats"
 LOG_DIR = "_delta_log"
 _GONE = {"NoSuchKey", "404"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: how many times an exclusive job re-checks and retries when its version is taken
+_REBASES = 20
 
 
 def table_uri(location: S3Location) -> str:
@@ -187,12 +194,27 @@ class TablePlan:
         return sorted(partition_app_id(partition_dir(columns, list(v))) for v in self.partitions())
 
     def properties(self) -> CommitProperties:
+        """Exclusive jobs commit on exactly the snapshot they checked: no retry by delta-rs."""
         now = int(time.time() * 1000)
         claims = [Transaction(app, now) for app in self.claims()]
         return CommitProperties(
             custom_metadata={JOB_KEY: self.job_id},
+            max_commit_retries=0 if self.exclusive else None,
             app_transactions=[Transaction(job_app_id(self.job_id), 1), *claims],
         )
+
+    def touched(self, entry: list[dict[str, Any]]) -> str | None:
+        """The partition of this job that a log entry adds or removes files in, if any."""
+        written = self.partitions() if self.per_partition and self.partition_by else None
+        for action in entry:
+            change = action.get("add") or action.get("remove")
+            if change is None:
+                continue
+            values = change.get("partitionValues") or {}
+            key = tuple(values.get(col) for col in self.partition_by)
+            if written is None or key in written:
+                return partition_dir(list(self.partition_by), list(key)) or "the table"
+        return None
 
     def actions(self, table: deltalake.DeltaTable) -> tuple[list, str, list | None]:
         """(actions, mode, partition filters) for ``create_write_transaction`` on ``table``.
@@ -341,8 +363,16 @@ class DeltaLog:
                     conflict=True,
                 )
             self.check_fits(table, plan.schema, plan.partition_by)
+        elif plan.exclusive:
+            self._commit_alone(plan, plan.read_version, schema)
+            return
         elif table is None or table.version() != plan.read_version:
             table = self.open(plan.read_version)
+        self._transaction(plan, table, schema)
+
+    def _transaction(
+        self, plan: TablePlan, table: deltalake.DeltaTable, schema: deltalake.Schema
+    ) -> None:
         actions, mode, filters = plan.actions(table)
         table.create_write_transaction(
             actions,
@@ -351,6 +381,32 @@ class DeltaLog:
             partition_by=list(plan.partition_by),
             partition_filters=filters,
             commit_properties=plan.properties(),
+        )
+
+    def _commit_alone(self, plan: TablePlan, checked: int, schema: deltalake.Schema) -> None:
+        """Commit on the latest version once no version since ``checked`` (the job's read)
+        touched what it writes; a version taken meanwhile is checked the same way, up to
+        ``_REBASES`` times."""
+        for _ in range(_REBASES):
+            table = self.open()
+            if table is None:
+                raise TableCommitFailed(f"{self.uri} was deleted while this job ran", conflict=True)
+            for version in range(checked + 1, table.version() + 1):
+                partition = plan.touched(self._entry(version) or [])
+                if partition is not None:
+                    raise TableCommitFailed(
+                        f"version {version} of {self.uri} changed {partition} while this job ran",
+                        conflict=True,
+                    )
+            checked = table.version()
+            try:
+                self._transaction(plan, table, schema)
+                return
+            except CommitFailedError:
+                if self.committed(plan.job_id, plan.read_version) is not None:
+                    return  # the answer was lost, the commit was not
+        raise TableCommitFailed(
+            f"{self.uri} got {_REBASES} new versions while this job tried to commit", conflict=True
         )
 
     def _settle(self, plan: TablePlan, cause: Exception) -> DeltaCommit:

@@ -11,13 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
-import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ..errors import StoreError
 from .s3 import RequestCounters, S3Settings, S3Store
 
 
@@ -251,85 +247,10 @@ class S3RenameStore(RenameStore):
         return info.etag if info else None
 
 
-@dataclass
-class FaultPlan:
-    """Which calls of a wrapped store fail or slow down (tests only)."""
-
-    fail_rename_at: set[int] = field(default_factory=set)  # 1-based rename calls that fail
-    fail_read_containing: str | None = None  # read_bytes of matching paths fails
-    delay_s: float = 0.0  # added to every call
-    renames: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class FaultyStore(RenameStore):
-    """Wraps a store; the plan decides which calls raise ``StoreError`` or are slowed."""
-
-    def __init__(self, inner: RenameStore, plan: FaultPlan) -> None:
-        self.inner, self.plan = inner, plan
-        self.counters = inner.counters
-
-    def _slow(self) -> None:
-        if self.plan.delay_s:
-            time.sleep(self.plan.delay_s)
-
-    def open_write(self, path: str) -> BinaryIO:
-        self._slow()
-        return self.inner.open_write(path)
-
-    def read_bytes(self, path: str) -> bytes:
-        self._slow()
-        marker = self.plan.fail_read_containing
-        if marker and marker in path:
-            raise StoreError(f"injected failure reading {path!r}")
-        return self.inner.read_bytes(path)
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        self._slow()
-        self.inner.write_bytes(path, data)
-
-    def rename(self, source: str, target: str) -> None:
-        self._slow()
-        with self.plan.lock:
-            self.plan.renames += 1
-            number = self.plan.renames
-        if number in self.plan.fail_rename_at:
-            raise StoreError(f"injected failure of rename #{number}: {source!r} -> {target!r}")
-        self.inner.rename(source, target)
-
-    def mkdirs(self, path: str) -> None:
-        self._slow()
-        self.inner.mkdirs(path)
-
-    def delete(self, path: str) -> None:
-        self._slow()
-        self.inner.delete(path)
-
-    def list_files(self, path: str) -> list[tuple[str, int]]:
-        self._slow()
-        return self.inner.list_files(path)
-
-    def _is_file(self, path: str) -> bool:
-        return self.inner._is_file(path)
-
-    def etag(self, path: str) -> str | None:
-        return self.inner.etag(path)
-
-
-#: destination URL prefix -> fault plan; consulted when a committer opens its store (tests)
-FAULTS: dict[str, FaultPlan] = {}
-
-
 def open_rename_store(location, settings: S3Settings, pool_size: int = 10) -> RenameStore:
+    """The store for a destination; the rename committers open theirs through this."""
     from ..paths import FsLocation
 
     if isinstance(location, FsLocation):
-        store: RenameStore = (
-            LocalStore() if location.scheme == "file" else FsspecStore(location.scheme)
-        )
-    else:
-        store = S3RenameStore(settings, location.bucket, pool_size)
-    for prefix, plan in FAULTS.items():
-        if location.url().startswith(prefix):
-            return FaultyStore(store, plan)
-    return store
+        return LocalStore() if location.scheme == "file" else FsspecStore(location.scheme)
+    return S3RenameStore(settings, location.bucket, pool_size)

@@ -2,7 +2,7 @@
 
 moto is a mock; RGW is an S3 server run in production, and it answers differently (empty ETag
 in CompleteMultipartUpload's answer, real ListMultipartUploads pagination, ...). ``RGWServer``
-has the interface of :class:`~s3commit_sdk.sandbox.S3Sandbox`, so a test can take either.
+has the interface of :class:`~s3commit_sdk.testing.sandbox.S3Sandbox`, so a test can take either.
 
 It builds a throwaway cluster the way Ceph's developer clusters are built: one monitor, one OSD
 keeping objects in RAM (``memstore``), one radosgw with the beast frontend, and an S3 user with
@@ -29,7 +29,7 @@ import urllib.request
 import uuid
 from typing import NoReturn
 
-from ..sandbox import DUMMY_ENV, LocalS3Server, free_port
+from .sandbox import DUMMY_ENV, LocalS3Server, free_port
 
 CEPH_PROGRAMS = ("monmaptool", "ceph-mon", "ceph", "ceph-osd", "radosgw", "radosgw-admin")
 MON_ID = "a"

@@ -1,24 +1,25 @@
 """The embedded default: a local S3 endpoint (moto's server process) and a local Spark.
 
-``with S3Sandbox() as s3:`` starts moto's S3 server (``s3commit_sdk.sandbox_server``: real
-upload initiation times) on a free 127.0.0.1 port, exports the endpoint and dummy credentials in
-this process's environment (so the driver and every Spark executor started afterwards see
-them), creates a bucket, and stops the server on exit. The server runs in a session of its own,
-so a notebook's Kernel > Interrupt does not kill it, and it is stopped by PID when the sandbox
-closes, when the Python process exits, or (by itself) when that process is killed.
+Test and demo tooling, not a stable API (see :mod:`s3commit_sdk.testing`); the server needs
+the ``testing`` extra (moto), ``local_spark`` the ``spark`` extra.
+
+``with S3Sandbox() as s3:`` starts moto's S3 server (``s3commit_sdk.testing.sandbox_server``:
+real upload initiation times) on a free 127.0.0.1 port, exports the endpoint and dummy
+credentials in this process's environment (so the driver and every Spark executor started
+afterwards see them), creates a bucket, and stops the server on exit. The server runs in a
+session of its own, so a notebook's Kernel > Interrupt does not kill it, and it is stopped by
+PID when the sandbox closes, when the Python process exits, or (by itself) when that process
+is killed.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 
 import boto3
 
-from .options import local_dir
+from ..options import local_dir
 
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "sandbox",
@@ -128,7 +129,7 @@ class S3Sandbox(LocalS3Server):
         port: int | None = None,
         extra_env: dict[str, str] | None = None,
         export: bool = True,
-        server_module: str = "s3commit_sdk.sandbox_server",
+        server_module: str = "s3commit_sdk.testing.sandbox_server",
     ) -> None:
         super().__init__(bucket, port, export)
         self.extra_env = extra_env or {}
@@ -239,67 +240,3 @@ def _output_to(path: str) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for fd in (*saved, target):
             os.close(fd)
-
-
-_CRASH_DRIVER = """
-import json, sys
-import pyarrow.parquet as pq
-from s3commit_sdk import write_committed
-spec = json.loads(sys.argv[1])
-write_committed(pq.read_table(spec["data"]), spec["dest"], progress=False, **spec["kwargs"])
-"""
-
-
-def crash_write(
-    data: Any,
-    dest: str,
-    *,
-    operation: str,
-    occurrence: int = 1,
-    timeout: float = 60.0,
-    **write_kwargs: Any,
-) -> None:
-    """Run ``write_committed(data, dest, **write_kwargs)`` in a child driver process and kill it.
-
-    The child talks to the sandbox's endpoint through a
-    :class:`~s3commit_sdk.faultproxy.FaultProxy` that holds its ``occurrence``-th ``operation``
-    request (e.g. ``"CompleteMultipartUpload"``); as soon as that request arrives the child is
-    SIGKILLed, so the request never reaches S3: a driver dying at exactly that point. For demos
-    and tests on the embedded default (the endpoint must be a local ``http://`` one); ``data``
-    is a pandas DataFrame or pyarrow Table (the child runs the in-process engine).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from .faultproxy import FaultProxy, delay
-
-    upstream = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
-    if not upstream.startswith("http://"):
-        raise RuntimeError("crash_write needs a local http:// endpoint such as S3Sandbox's")
-    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
-    rule = delay(timeout * 1000 + 60_000, operation, occurrences=[occurrence])
-    with (
-        tempfile.TemporaryDirectory(prefix="s3commit-crash-") as tmp,
-        FaultProxy(upstream, [rule]) as proxy,
-    ):
-        path = os.path.join(tmp, "data.parquet")
-        pq.write_table(table, path)
-        kwargs = dict(write_kwargs)
-        kwargs["options"] = {**(kwargs.get("options") or {}), "endpoint": proxy.endpoint}
-        spec = {"data": path, "dest": dest, "kwargs": kwargs}
-        child = subprocess.Popen([sys.executable, "-c", _CRASH_DRIVER, json.dumps(spec)])
-        try:
-            deadline = time.monotonic() + timeout
-            while proxy.counts.get(operation, 0) < occurrence:
-                if child.poll() is not None:
-                    raise RuntimeError(
-                        f"the driver ended (exit {child.returncode}) before {operation} "
-                        f"#{occurrence}"
-                    )
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no {operation} #{occurrence} within {timeout:.0f} s")
-                time.sleep(0.02)
-        finally:
-            if child.poll() is None:
-                child.send_signal(signal.SIGKILL)
-            child.wait()

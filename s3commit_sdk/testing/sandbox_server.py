@@ -1,6 +1,6 @@
 """The sandbox's S3 server: moto's, with two changes that make it safe to use from a notebook.
 
-``python -m s3commit_sdk.sandbox_server -H 127.0.0.1 -p PORT`` (what ``S3Sandbox`` starts).
+``python -m s3commit_sdk.testing.sandbox_server -H 127.0.0.1 -p PORT`` (what ``S3Sandbox`` starts).
 
 - **Real initiation times.** moto lists every multipart upload as initiated on 2010-11-10, so
   "older than 24h" matches a job still running. Here each upload records when it was created

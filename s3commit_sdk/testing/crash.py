@@ -1,0 +1,79 @@
+"""A driver that dies at a chosen S3 request: ``crash_write`` for recovery demos and tests.
+
+Not a stable API (see :mod:`s3commit_sdk.testing`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+_CRASH_DRIVER = """
+import json, sys
+import pyarrow.parquet as pq
+from s3commit_sdk import write_committed
+spec = json.loads(sys.argv[1])
+write_committed(pq.read_table(spec["data"]), spec["dest"], progress=False, **spec["kwargs"])
+"""
+
+
+def crash_write(
+    data: Any,
+    dest: str,
+    *,
+    operation: str,
+    occurrence: int = 1,
+    timeout: float = 60.0,
+    **write_kwargs: Any,
+) -> None:
+    """Run ``write_committed(data, dest, **write_kwargs)`` in a child driver process and kill it.
+
+    The child talks to the sandbox's endpoint through a
+    :class:`~s3commit_sdk.testing.faultproxy.FaultProxy` that holds its ``occurrence``-th
+    ``operation`` request (e.g. ``"CompleteMultipartUpload"``); as soon as that request
+    arrives the child is SIGKILLed, so the request never reaches S3: a driver dying at exactly
+    that point. For demos and tests on the embedded default (the endpoint must be a local
+    ``http://`` one); ``data`` is a pandas DataFrame or pyarrow Table (the child runs the
+    in-process engine).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .faultproxy import FaultProxy, delay
+
+    upstream = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    if not upstream.startswith("http://"):
+        raise RuntimeError("crash_write needs a local http:// endpoint such as S3Sandbox's")
+    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
+    rule = delay(timeout * 1000 + 60_000, operation, occurrences=[occurrence])
+    with (
+        tempfile.TemporaryDirectory(prefix="s3commit-crash-") as tmp,
+        FaultProxy(upstream, [rule]) as proxy,
+    ):
+        path = os.path.join(tmp, "data.parquet")
+        pq.write_table(table, path)
+        kwargs = dict(write_kwargs)
+        kwargs["options"] = {**(kwargs.get("options") or {}), "endpoint": proxy.endpoint}
+        spec = {"data": path, "dest": dest, "kwargs": kwargs}
+        child = subprocess.Popen([sys.executable, "-c", _CRASH_DRIVER, json.dumps(spec)])
+        try:
+            deadline = time.monotonic() + timeout
+            while proxy.counts.get(operation, 0) < occurrence:
+                if child.poll() is not None:
+                    raise RuntimeError(
+                        f"the driver ended (exit {child.returncode}) before {operation} "
+                        f"#{occurrence}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no {operation} #{occurrence} within {timeout:.0f} s")
+                time.sleep(0.02)
+        finally:
+            if child.poll() is None:
+                child.send_signal(signal.SIGKILL)
+            child.wait()
