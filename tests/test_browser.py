@@ -407,18 +407,29 @@ def run_command(page, command: str) -> None:
     page.evaluate("command => { window.jupyterapp.commands.execute(command); }", command)
 
 
-def run_all_when_the_kernel_listens(page, first_cell) -> None:
-    """Run all cells; again if the first has not started (the kernel connects after the page
-    reports idle)."""
-    prompt = first_cell.locator(".jp-InputPrompt")
+KERNEL_LISTENS = """() => {
+    const context = window.jupyterapp.shell.currentWidget?.sessionContext;
+    const kernel = context?.session?.kernel;
+    return kernel?.connectionStatus === "connected" && kernel.status === "idle";
+}"""
+
+
+def run_all_when_the_kernel_listens(page, cells) -> None:
+    """Run all cells once the notebook's kernel is connected and idle.
+
+    A run-all issued before that leaves the cells it reaches without a kernel unexecuted
+    (JupyterLab clears them), so it is issued again until every cell is queued or ran.
+    """
+    page.wait_for_function(KERNEL_LISTENS, timeout=120_000)
+    prompts = cells.locator(".jp-InputPrompt")
     for _ in range(6):
         run_command(page, "notebook:run-all-cells")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if re.search(r"\[(\*|\d+)\]", prompt.inner_text()):
+            if all(re.search(r"\[(\*|\d+)\]", text) for text in prompts.all_inner_texts()):
                 return
             page.wait_for_timeout(500)
-    raise AssertionError("the kernel never started running the notebook")
+    raise AssertionError(f"the kernel never queued every cell: {prompts.all_inner_texts()}")
 
 
 @pytest.mark.timeout(600)
@@ -440,7 +451,7 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
                 timeout=120_000
             )
             cells = page.locator(".jp-Notebook .jp-CodeCell")
-            run_all_when_the_kernel_listens(page, cells.nth(0))
+            run_all_when_the_kernel_listens(page, cells)
             ready = cells.nth(0).locator(".jp-OutputArea-output", has_text="READY http")
             expect(ready).to_have_count(1, timeout=180_000)
             endpoint = re.search(r"READY (\S+)", ready.inner_text())[1]
