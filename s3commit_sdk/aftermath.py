@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import S3CommitError, first_line
 from .formats import CommitMarker
+from .layout import job_hidden_prefixes, marker_key
 from .paths import S3Location
 from .progress import Failure
 
@@ -34,13 +35,16 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
     else:
         reason = first_line(exc)
     location = getattr(job, "location", None)
+    destination = location.url() if location is not None else getattr(exc, "destination", None)
     failure = Failure(
         interrupted=interrupted,
         error=type(exc).__name__,
         reason=reason,
-        destination=location.url() if location is not None else "",
-        job_id=getattr(job, "job_id", ""),
+        destination=destination or "",
+        job_id=getattr(job, "job_id", "") or getattr(exc, "job_id", None) or "",
         notes=notes,
+        visible=getattr(exc, "visible", None),
+        remedy=getattr(exc, "remedy", None),
     )
     if not isinstance(location, S3Location):
         return failure
@@ -56,17 +60,16 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
 
 
 def _left_by(job: Any) -> dict[str, Any]:
-    from .committers.magic import MAGIC_DIR
     from .store import S3Store
 
     location, job_id = job.location, job.job_id
     store = S3Store(job.settings, pool_size=2)
     pending = store.list_pending(location.bucket, location.dir_prefix)
-    hidden = [location.job_prefix(job_id), location.key(f"{MAGIC_DIR}/job-{job_id}/")]
+    hidden = job_hidden_prefixes(location, job_id)
     locked = False
-    if store.head(location.bucket, location.marker_key) is not None:
+    if store.head(location.bucket, marker_key(location)) is not None:
         try:
-            marker = CommitMarker.from_json(store.get(location.bucket, location.marker_key))
+            marker = CommitMarker.from_json(store.get(location.bucket, marker_key(location)))
             locked = marker.jobId == job_id
         except S3CommitError:  # released between the HEAD and the GET, or unreadable
             locked = False

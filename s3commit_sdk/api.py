@@ -10,8 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .committers import COMMITTERS, S3_ONLY
-from .credentials import CredentialsProvider, with_provider
+from .committers import S3_ONLY, check_committer
+from .credentials import CredentialsProvider
 from .delta.schema import delta_table_schema
 from .engines.connect import (
     connect_conf,
@@ -217,10 +217,7 @@ def new_job(
     ``conf`` is the Spark session's conf, or None for in-process input. Shared by
     ``write_committed`` and the ``s3commit`` Spark data source.
     """
-    if not isinstance(committer, str) or committer not in COMMITTERS:
-        raise InvalidArgumentError(
-            f"unknown committer {committer!r}; available: {', '.join(COMMITTERS)}"
-        )
+    check_committer(committer)
     if not isinstance(format, str) or format not in FORMATS:
         raise InvalidArgumentError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     spark = conf is not None
@@ -249,7 +246,7 @@ def new_job(
         partition_by=columns,
         format=format,
         options=resolved,
-        settings=with_provider(S3Settings.resolve(resolved), resolved, credentials_provider),
+        settings=S3Settings.resolve(resolved, provider=credentials_provider),
         table_schema=table,
     )
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timedelta
-from typing import Any, TextIO
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TextIO, TypeVar
 
 import botocore.exceptions
 
@@ -29,40 +30,34 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_EXPECT_MISMATCH = 46
 
-
-def _duration(text: str) -> timedelta:
-    try:
-        return up.parse_duration(text)
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+T = TypeVar("T")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` as an argparse ``type``: what it refuses is a usage error (exit 2)."""
+
+    def read(text: str) -> T:
+        try:
+            return parse(text)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return read
 
 
-def _job(text: str) -> str:
-    """A full job UUID: an empty or partial ``--job`` must never select every upload."""
-    try:
-        return up.job_uuid(text)
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` reading a whole number of at least ``minimum``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,12 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument(
         "--older-than",
-        type=_duration,
+        type=_argument(up.parse_duration),
         metavar="AGE",
         help="only uploads initiated at least AGE ago, e.g. 24h, 90m, 1d12h",
     )
     filters.add_argument(
-        "--job", type=_job, metavar="UUID", help="only uploads of this job (its full UUID)"
+        "--job",
+        type=_argument(up.job_uuid),
+        metavar="UUID",
+        help="only uploads of this job (its full UUID)",
     )
 
     parser = argparse.ArgumentParser(
@@ -114,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 iff exactly N uploads are pending under PATH, else 46",
     )
     expect.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
-    expect.add_argument("count", metavar="N", type=_count, help="expected number of uploads")
+    expect.add_argument(
+        "count", metavar="N", type=_whole_number(0), help="expected number of uploads"
+    )
     expect.set_defaults(handler=_uploads_expect)
 
     success = commands.add_parser(
@@ -131,11 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lifecycle.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
     lifecycle.add_argument(
-        "--abort-incomplete-days", type=_positive, required=True, metavar="N", dest="days"
+        "--abort-incomplete-days", type=_whole_number(1), required=True, metavar="N", dest="days"
     )
     lifecycle.add_argument(
         "--longest-job",
-        type=_duration,
+        type=_argument(up.parse_duration),
         metavar="AGE",
         help="warn if N days is not longer than this, e.g. 36h",
     )
@@ -195,6 +195,8 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
         return EXIT_USAGE
     except S3CommitError as exc:
         print(redacting.redact(f"s3commit: error: {exc}"), file=sys.stderr)
+        if exc.remedy:  # the one line a script or a person acts on
+            print(redacting.redact(f"s3commit: next: {exc.remedy}"), file=sys.stderr)
         return EXIT_FAILED
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         print(redacting.redact(f"s3commit: error: S3 request failed: {exc}"), file=sys.stderr)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -28,6 +29,19 @@ if TYPE_CHECKING:
     from .store.s3 import S3Settings
 
 CredentialsProvider = Callable[[], Any] | str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccessKeys:
+    """Key credentials, as given (``CommitOptions``) and as resolved (``S3Settings``).
+
+    Declared once so both keep them out of ``repr`` alike. Keyword-only: the holders' own
+    fields keep their positions (``S3Settings(endpoint_url)``).
+    """
+
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
 
 
 def resolve_provider(provider: CredentialsProvider) -> Callable[[], Any]:

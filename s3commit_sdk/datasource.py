@@ -46,7 +46,6 @@ from pyspark.sql.types import StructField, StructType
 
 from .api import new_job
 from .committers import make_committer
-from .credentials import with_provider
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import struct_to_arrow
 from .errors import InvalidArgumentError, InvalidPathError
@@ -195,7 +194,7 @@ class ReadOptions:
         split = parse_size("maxPartitionBytes", given.pop("maxpartitionbytes", _DEFAULT_SPLIT))
         provider = given.pop("credentials_provider", None)
         resolved = resolve_options(given)
-        settings = with_provider(S3Settings.resolve(resolved), resolved, provider)
+        settings = S3Settings.resolve(resolved, provider=provider)
         return cls(parse_s3_url(path), fmt, zone, split, settings, version)
 
     @property

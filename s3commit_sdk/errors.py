@@ -19,6 +19,41 @@ class S3CommitError(Exception):
 
     engine_error: BaseException | None = None
 
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        destination: str | None = None,
+        job_id: str | None = None,
+        visible: str | None = None,
+        remedy: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        #: the destination URL the failed job wrote to, when the error concerns one
+        self.destination = destination
+        #: the job's id, when a job had started
+        self.job_id = job_id
+        #: what of the job is visible at the destination now: a key of :data:`VISIBLE`
+        self.visible = visible
+        #: the command that resolves what the failure left (``s3commit recover URL``, ...)
+        self.remedy = remedy
+
+
+#: The values of :attr:`S3CommitError.visible`, from the facts the SDK had when it raised.
+NOTHING_VISIBLE = "nothing"
+#: some of the job's new files; what it was to replace is untouched
+SOME_VISIBLE = "some"
+ALL_VISIBLE = "all"
+#: the job's new files, and maybe some of what it was to replace
+MIXED_VISIBLE = "new and old"
+#: each value in words
+VISIBLE = {
+    NOTHING_VISIBLE: "nothing",
+    SOME_VISIBLE: "some of its files (the existing data is untouched)",
+    ALL_VISIBLE: "all of its files",
+    MIXED_VISIBLE: "its files, and maybe some of the data it was to replace",
+}
+
 
 class InvalidArgumentError(S3CommitError, ValueError):
     """A bad argument to ``write_committed``: nothing was written."""
@@ -42,8 +77,8 @@ class StoreError(S3CommitError):
     ``code`` is the store's error code (``NoSuchUpload``, ``SlowDown``, ...) when it gave one.
     """
 
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, code: str | None = None, **fields: str | None) -> None:
+        super().__init__(message, **fields)
         self.code = code
 
 

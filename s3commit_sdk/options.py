@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .credentials import AccessKeys
 from .errors import InvalidArgumentError, UnknownOptionError
 from .textformat import format_bytes
 
@@ -161,7 +162,7 @@ def parse_region(name: str, value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class CommitOptions:
+class CommitOptions(AccessKeys):
     """Resolved options of one job. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
 
     threads: int = 32
@@ -187,16 +188,13 @@ class CommitOptions:
     exclusive_commit: str = "required"
     endpoint: str | None = None
     region: str | None = None
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
     tasks: int = 0
     task_max_attempts: int = 1
 
     def public(self) -> dict[str, Any]:
         """The options as written into ``_SUCCESS``: credentials left out."""
-        hidden = {"access_key", "secret_key", "session_token"}
+        hidden = {f.name for f in fields(AccessKeys)}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
 
 

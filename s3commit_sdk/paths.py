@@ -11,17 +11,17 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidPathError
+from .layout import SUCCESS_MARKER as SUCCESS_MARKER  # re-exported: the layout owns it
+from .layout import is_hidden as is_hidden  # re-exported: the layout owns it
 from .sparktext import date_text, java_float_text, timestamp_cast_text
 
 S3_SCHEMES = ("s3", "s3a")
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-#: Our hidden directory under every destination (journals, persisted pendingsets).
-HIDDEN_DIR = "__s3commit"
-SUCCESS_MARKER = "_SUCCESS"
 #: S3's limit on the length of a key, in UTF-8 bytes.
 MAX_KEY_BYTES = 1024
-#: Room a destination leaves below itself for the names we add there; the deepest, the magic
-#: committer's ``__magic/job-<uuid>/<attempt>/__base/<file>.pending``, takes about 150 bytes.
+#: Room a destination leaves below itself for the names we add there (layout.py); the deepest,
+#: the magic committer's ``__magic/job-<uuid>/<attempt>/__base/<file>.pending``, takes about 150
+#: bytes.
 NAME_ROOM = 200
 
 #: S3's bucket naming rules (lowercase letters, digits, '.', '-'); the 3-character minimum is
@@ -64,21 +64,6 @@ class S3Location:
         if not key.startswith(self.dir_prefix):
             raise InvalidPathError(f"{key!r} does not lie under {self.url()}")
         return key[len(self.dir_prefix) :]
-
-    @property
-    def hidden_prefix(self) -> str:
-        return self.key(HIDDEN_DIR + "/")
-
-    def job_prefix(self, job_id: str) -> str:
-        return f"{self.hidden_prefix}{job_id}/"
-
-    def journal_key(self, job_id: str) -> str:
-        return f"{self.job_prefix(job_id)}journal.json"
-
-    @property
-    def marker_key(self) -> str:
-        """One per destination: exists exactly while a job commit is unfinished."""
-        return f"{self.hidden_prefix}COMMIT_IN_PROGRESS"
 
 
 RENAME_SCHEMES = ("file", "memory")
@@ -192,11 +177,6 @@ def check_key(location: S3Location | FsLocation, relpath: str) -> None:
                 f"the key {key!r} is {size} bytes long; S3 keys hold at most {MAX_KEY_BYTES} "
                 "bytes (UTF-8): shorten the destination or the partition values"
             )
-
-
-def is_hidden(relpath: str) -> bool:
-    """Hidden files and directories start with ``_`` or ``.``; every reader skips them."""
-    return any(seg[:1] in ("_", ".") for seg in relpath.split("/") if seg)
 
 
 def escape_partition_value(text: str) -> str:

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from .errors import VISIBLE
 from .textformat import format_bytes as size
 from .textformat import format_count as count
 from .textformat import format_seconds as seconds
@@ -58,6 +59,9 @@ class Failure:
     hidden_files: int | None = None
     locked: bool | None = None
     unchecked: str = ""
+    #: the error's own fields (``S3CommitError.visible`` / ``.remedy``), when it had them
+    visible: str | None = None
+    remedy: str | None = None
 
     def headline(self, phase: str) -> str:
         where = STEP_TITLES.get(phase, phase)
@@ -96,11 +100,21 @@ class Failure:
                 "Checked after the failure: no upload of this job is pending and the "
                 "destination is not locked by it."
             )
+        if self.remedy and not self.locked:  # a locked destination's commands are above
+            found.append(f"To resolve what the failure left: `{self.remedy}`.")
         return found
+
+    def visible_line(self) -> list[str]:
+        """What of the job the error says is visible, in one line (none when it did not say)."""
+        if self.visible is None or self.interrupted:
+            return []
+        return [
+            f"Visible of this job at {self.destination}: {VISIBLE.get(self.visible, self.visible)}."
+        ]
 
     def lines(self, phase: str) -> list[str]:
         """The headline, the SDK's notes on what it did, and what is left."""
-        return [self.headline(phase), *self.notes, *self.left_behind()]
+        return [self.headline(phase), *self.notes, *self.visible_line(), *self.left_behind()]
 
 
 @dataclass(frozen=True)

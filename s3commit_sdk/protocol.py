@@ -17,7 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import S3CommitError, TaskFailedError, first_line, from_task_failure
+from .errors import (
+    NOTHING_VISIBLE,
+    S3CommitError,
+    TaskFailedError,
+    first_line,
+    from_task_failure,
+)
 from .formats import TaskSummary
 from .options import CommitOptions, resolve_options
 from .paths import S3Location, parse_s3_url
@@ -141,6 +147,13 @@ class Committer(ABC):
     @abstractmethod
     def abort_job(self, messages: list[str]) -> None: ...
 
+    def error_fields(self, visible: str | None = None, command: str | None = None) -> dict:
+        """The fields of an error about this job: ``command`` is the ``s3commit`` subcommand
+        (``recover``, ``abort``) that resolves what it left at the destination."""
+        url = self.job.location.url()
+        remedy = f"s3commit {command} {url}" if command else None
+        return {"destination": url, "job_id": self.job.job_id, "visible": visible, "remedy": remedy}
+
 
 class OutputSink(ABC):
     """Where a task's writers put file bytes: local staging files, or upload streams."""
@@ -217,6 +230,9 @@ def execute_job(
         with redacted_logs(job.settings.secret_key, job.settings.session_token):
             outcome = _execute(job, run_tasks, tracker, make_committer(job))
     except BaseException as exc:
+        if isinstance(exc, S3CommitError):  # errors raised below the job know less of it
+            exc.destination = exc.destination or job.location.url()
+            exc.job_id = exc.job_id or job.job_id
         tracker.failed(exc, job)
         raise
     tracker.update(
@@ -253,7 +269,8 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
             raise TaskFailedError(
                 f"job {job.job_id} failed in a task and was aborted; nothing became visible "
                 f"at {job.location.url()}. Cause: {first_line(exc)}. Fix the cause and run the "
-                "write again."
+                "write again.",
+                **committer.error_fields(NOTHING_VISIBLE),
             ) from exc
         raise
     tracker.update(phase="job commit")

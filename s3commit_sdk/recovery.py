@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .committers import make_committer
-from .committers.magic import MAGIC_DIR
-from .errors import CommitError, InvalidArgumentError, PendingSetError, S3CommitError
-from .formats import CommitMarker, Journal, PendingUpload, parse_success
+from . import layout
+from .committers import cleanup, make_committer
+from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetError, S3CommitError
+from .formats import CommitMarker, Journal, PendingSet, PendingUpload, parse_success
 from .options import resolve_options
-from .paths import SUCCESS_MARKER, S3Location, is_hidden, parse_s3_url
+from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
 from .store import PendingUploadInfo, S3Settings, S3Store
 from .store.s3 import multipart_etag
@@ -70,19 +70,22 @@ class _Unfinished:
         self.marker: CommitMarker | None = None
         self.journal: Journal | None = None
         self.journal_error: str | None = None
-        bucket, key = self.location.bucket, self.location.marker_key
+        #: the marker is on the store (a Delta job's stands for its journal: it took none)
+        self.marker_stored = False
+        bucket, key = self.location.bucket, layout.marker_key(self.location)
         if self.store.head(bucket, key) is None:
             self.store.check_bucket(bucket)  # a missing bucket also answers 404: name it
             found = _unfinished_table_job(self.store, self.location)
             if found is not None:
                 self.marker, self.journal = found
             return
+        self.marker_stored = True
         try:
             self.marker = CommitMarker.from_json(self.store.get(bucket, key))
         except PendingSetError as exc:
             self.journal_error = f"the commit marker is unreadable: {exc}"
             return
-        journal_key = self.location.journal_key(self.marker.jobId)
+        journal_key = layout.journal_key(self.location, self.marker.jobId)
         try:
             if self.store.head(bucket, journal_key) is None:
                 raise PendingSetError(f"no journal at {journal_key!r}")
@@ -125,15 +128,17 @@ class _Unfinished:
         return info.etag == expected if expected else info.size == commit.length
 
     def release(self) -> None:
-        """Remove the journal and, last, the marker."""
-        keys = [self.location.marker_key]
-        if self.job_id:
-            keys.insert(0, self.location.journal_key(self.job_id))
-        self.store.delete_keys(self.location.bucket, keys)
+        """Remove the journal and, last, the marker if it was on the store: a Delta job took
+        none, so a marker there now belongs to another job."""
+        assert self.job_id is not None
+        keys = [layout.journal_key(self.location, self.job_id)]
+        keys += [layout.marker_key(self.location)] if self.marker_stored else []
+        cleanup.release(self.store, self.location, self.job_id, keys)
 
 
 def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
     """Finish the unfinished commit at ``path`` exactly as an uninterrupted one would have."""
+    started = time.monotonic()
     state = _Unfinished(path, options)
     report = RecoveryReport(state.location.url(), state.job_id)
     if state.marker is None and state.journal_error is None:
@@ -141,9 +146,13 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
     if state.journal is None:
         raise CommitError(
             f"cannot recover the commit at {state.location.url()}: {state.journal_error}. "
-            f"Nothing was changed. Roll it back with `s3commit abort {state.location.url()}`."
+            f"Nothing was changed. Roll it back with `s3commit abort {state.location.url()}`.",
+            destination=state.location.url(),
+            remedy=f"s3commit abort {state.location.url()}",
         )
     journal, bucket = state.journal, state.location.bucket
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
     pending = state.pending_ids()
     etags: dict[str, str] = {}
     for commit in journal.commits:
@@ -159,16 +168,24 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
             raise CommitError(
                 f"cannot recover job {journal.jobId}: the upload of {commit.destinationKey!r} "
                 "is neither pending nor complete (aborted by someone else?). Roll back with "
-                f"`s3commit abort {state.location.url()}`."
+                f"`s3commit abort {state.location.url()}`.",
+                destination=state.location.url(),
+                job_id=journal.jobId,
+                remedy=f"s3commit abort {state.location.url()}",
             )
+    phases["complete_uploads"] = time.monotonic() - mark
+    mark = time.monotonic()
     new_keys = {c.destinationKey for c in journal.commits}
     replaced = [k for k in journal.replaced if k not in new_keys]
     if replaced:
         state.store.delete_keys(bucket, replaced)
         report.deleted = replaced
+    phases["replace_delete"] = time.monotonic() - mark
     committer = state.committer()
-    committer.finish_commit(journal, etags, [], [], {}, time.monotonic())
-    report.aborted_uploads = committer.store.counters.snapshot().get("AbortMultipartUpload", 0)
+    pendingsets = _committed_pendingsets(committer, journal)
+    messages = [p.to_json() for p in pendingsets]
+    committer.finish_commit(journal, etags, messages, pendingsets, phases, started)
+    report.aborted_uploads = committer.aborted_uploads
     if journal.markSuccess:
         report.notes.append("_SUCCESS written")
     return report
@@ -206,7 +223,7 @@ class AbortPlan:
             f"job {self.job_id} at {url}",
             *self.notes,
             f"pending uploads to abort: {len(self.uploads)}",
-            f"hidden objects to delete: {len(self.hidden)} (and the commit marker)",
+            f"hidden objects to delete: {len(self.hidden)} (then the journal and the marker)",
             f"visible objects {why}: {len(self.visible)}",
             *(f"  {self.state.location.url(key)}" for key in self.visible),
         ]
@@ -229,14 +246,19 @@ class AbortPlan:
                 raise CommitError(self._choice_message())
             if visible == "keep":
                 doomed, report.kept = [], list(self.visible)
-        bucket = state.location.bucket
+        location, job_id = state.location, self.job_id
+        cleanup.stop_attempts(state.store, location, job_id)
         if doomed:
-            state.store.delete_keys(bucket, doomed)
+            state.store.delete_keys(location.bucket, doomed)
             report.deleted = list(doomed)
-        for upload in self.uploads:
-            if state.store.abort(bucket, upload.key, upload.upload_id):
-                report.aborted_uploads += 1
-        state.store.delete_keys(bucket, self.hidden)
+        report.aborted_uploads = cleanup.remove_job_files(
+            state.store,
+            location,
+            job_id,
+            uploads={u.upload_id: u.key for u in self.uploads},
+            hidden=self.hidden,
+            threads=state.options.threads,
+        )
         state.release()
         return report
 
@@ -271,7 +293,8 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
         raise CommitError(
             f"cannot abort the commit at {location.url()}: its commit marker {named}, not a "
             "job UUID, so no key can be tied to the job. Nothing was changed. If no job is "
-            f"committing there, delete the marker yourself: {location.url(location.marker_key)}"
+            "committing there, delete the marker yourself: "
+            f"{location.url(layout.marker_key(location))}"
         )
     job_id = state.marker.jobId
     uploads = state.store.list_pending(bucket, location.dir_prefix)
@@ -300,18 +323,21 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
         plan.visible = [
             o.key
             for o in state.store.list_objects(bucket, location.dir_prefix)
-            if not is_hidden(location.relative(o.key)) and job_of_key(o.key) == job_id.lower()
+            if not layout.is_hidden(location.relative(o.key))
+            and job_of_key(o.key) == job_id.lower()
         ]
         journaled = set()
     if _success_job(state.store, location) == job_id:
-        plan.visible.append(location.key(SUCCESS_MARKER))
+        plan.visible.append(location.key(layout.SUCCESS_MARKER))
     plan.uploads = [
         u for u in uploads if u.upload_id in journaled or job_of_key(u.key) == job_id.lower()
     ]
+    journal_key = layout.journal_key(location, job_id)  # released with the marker, last
     plan.hidden = [
         o.key
-        for prefix in (location.job_prefix(job_id), location.key(f"{MAGIC_DIR}/job-{job_id}/"))
+        for prefix in layout.job_hidden_prefixes(location, job_id)
         for o in state.store.list_objects(bucket, prefix)
+        if o.key != journal_key
     ]
     return plan
 
@@ -333,9 +359,9 @@ def _unfinished_table_job(
     """A Delta job takes no marker (committers/delta.py): its journal alone says it is
     unfinished. The oldest such journal under the destination, and the marker it stands for."""
     journals = []
-    for info in store.list_objects(location.bucket, location.hidden_prefix):
-        job_id, _, name = info.key[len(location.hidden_prefix) :].partition("/")
-        if name != "journal.json" or not _is_uuid(job_id):
+    for info in store.list_objects(location.bucket, layout.hidden_prefix(location)):
+        job_id = layout.job_of_journal(location, info.key)
+        if not _is_uuid(job_id):
             continue
         try:
             journal = Journal.from_json(store.get(location.bucket, info.key))
@@ -347,7 +373,9 @@ def _unfinished_table_job(
     if not journals:
         return None
     first = min(journals, key=lambda journal: journal.created)
-    marker = CommitMarker(first.jobId, location.journal_key(first.jobId), started=first.created)
+    marker = CommitMarker(
+        first.jobId, layout.journal_key(location, first.jobId), started=first.created
+    )
     return marker, first
 
 
@@ -364,7 +392,11 @@ def _refuse_abort_of_committed_table_job(state: _Unfinished, journal: Journal) -
             f"job {journal.jobId} is already committed as version {done.version} of the Delta "
             f"table at {url}: there is nothing to roll back, and deleting its files would break "
             f"the table. Nothing was changed. `s3commit recover {url}` finishes its clean-up; "
-            "Delta's time travel (or RESTORE) undoes the version."
+            "Delta's time travel (or RESTORE) undoes the version.",
+            destination=url,
+            job_id=journal.jobId,
+            visible=ALL_VISIBLE,
+            remedy=f"s3commit recover {url}",
         )
 
 
@@ -374,7 +406,26 @@ def _is_uuid(text: object) -> bool:
 
 def _success_job(store: S3Store, location: S3Location) -> str | None:
     try:
-        doc = parse_success(store.get(location.bucket, location.key(SUCCESS_MARKER)))
+        doc = parse_success(store.get(location.bucket, location.key(layout.SUCCESS_MARKER)))
     except (S3CommitError, ValueError):
         return None
     return doc.get("jobId") if doc else None
+
+
+def _committed_pendingsets(committer, journal: Journal) -> list[PendingSet]:
+    """The pendingsets the job's committed attempts saved: those whose every upload the journal
+    lists. The task messages died with the driver; these stand in for them, so cleanup knows
+    the committed attempts and ``_SUCCESS`` carries their durations, requests and retries."""
+    journaled = {c.uploadId for c in journal.commits}
+    store, bucket = committer.store, committer.location.bucket
+    found = []
+    for info in store.list_objects(bucket, committer.metadata_prefix):
+        if not layout.is_pendingset(info.key):
+            continue
+        try:
+            pendingset = PendingSet.from_json(store.get(bucket, info.key))
+        except PendingSetError:
+            continue  # unreadable: cleanup still finds its uploads by listing
+        if pendingset.commits and {c.uploadId for c in pendingset.commits} <= journaled:
+            found.append(pendingset)
+    return found

@@ -24,8 +24,9 @@ import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .errors import InvalidArgumentError, InvalidPathError
+from .layout import is_hidden
 from .partitions import column_type, parse_directories, typed_value
-from .paths import S3Location, is_hidden
+from .paths import S3Location
 from .store import S3Settings, S3Store
 from .writers import EXTENSIONS
 

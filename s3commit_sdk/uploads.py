@@ -8,7 +8,7 @@ listing of ``ds1`` never reaches ``ds10``), with the job UUID read from the key.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -16,8 +16,9 @@ from typing import Any
 from .errors import InvalidArgumentError, StoreError
 from .formats import parse_success
 from .options import resolve_options
-from .paths import SUCCESS_MARKER, parse_s3_url
+from .paths import SUCCESS_MARKER, parse_s3_url, partition_dir
 from .store import PendingUploadInfo, S3Settings, S3Store
+from .textformat import format_bytes
 
 #: A job UUID as our writers put it in every file name: ``part-00003-<uuid>-c000.parquet``.
 JOB_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
@@ -293,12 +294,22 @@ def read_success(path: str, options: dict[str, Any] | None = None) -> dict[str, 
     return parse_success(s3.get(location.bucket, key))
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+def partition_name(partition: Mapping[str, Any] | None, root: str) -> str:
+    """A ``_SUCCESS`` entry's partition as its directory (as in the keys); ``root`` if none."""
+    partition = partition or {}
+    return partition_dir(list(partition), list(partition.values())) or root
+
+
+def partition_totals(files: Iterable[Mapping[str, Any]], root: str) -> list[dict[str, Any]]:
+    """Files, rows and bytes per partition of a ``_SUCCESS`` file list, sorted by name."""
+    totals: dict[str, dict[str, Any]] = {}
+    for entry in files:
+        name = partition_name(entry.get("partition"), root)
+        row = totals.setdefault(name, {"partition": name, "files": 0, "rows": 0, "bytes": 0})
+        row["files"] += 1
+        row["rows"] += int(entry.get("rows", 0))
+        row["bytes"] += int(entry.get("size", 0))
+    return [totals[name] for name in sorted(totals)]
 
 
 def format_success(doc: dict[str, Any] | None) -> str:
@@ -310,20 +321,14 @@ def format_success(doc: dict[str, Any] | None) -> str:
         f"destination   {doc.get('destination', '?')}",
         f"conflict mode {doc.get('conflictMode', '?')}   format {doc.get('format', '?')}",
         f"committed     {len(doc.get('files', []))} files, {doc.get('rows', 0)} rows, "
-        f"{_size(doc.get('bytes', 0))}; replaced {doc.get('replacedObjects', 0)} objects",
+        f"{format_bytes(doc.get('bytes', 0))}; replaced {doc.get('replacedObjects', 0)} objects",
         "",
         f"{'partition':<40} {'files':>5} {'rows':>10} {'bytes':>12}",
     ]
-    per_partition: dict[str, list[int]] = {}
-    for entry in doc.get("files", []):
-        partition = entry.get("partition") or {}
-        name = "/".join(f"{k}={v}" for k, v in partition.items()) or "(root)"
-        totals = per_partition.setdefault(name, [0, 0, 0])
-        totals[0] += 1
-        totals[1] += entry.get("rows", 0)
-        totals[2] += entry.get("size", 0)
-    for name, (files, rows, size) in sorted(per_partition.items()):
-        lines.append(f"{name:<40} {files:>5} {rows:>10} {size:>12}")
+    for row in partition_totals(doc.get("files", []), "(root)"):
+        lines.append(
+            f"{row['partition']:<40} {row['files']:>5} {row['rows']:>10} {row['bytes']:>12}"
+        )
     lines += [
         "",
         "phase durations (s): "

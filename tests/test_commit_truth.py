@@ -65,6 +65,13 @@ def assert_untouched(s3, s3_server, dest, before: dict[str, str]) -> None:
     assert {r[2] for r in read_back(s3_server, dest.prefix)} == {"old"}  # (day, id, tag)
 
 
+def assert_fields(error: CommitError, dest, visible: str, remedy: str | None) -> None:
+    """The error's fields agree with its text and with the listing the test makes after it."""
+    assert error.destination == dest.url
+    assert error.job_id and error.job_id in str(error)
+    assert (error.visible, error.remedy) == (visible, remedy)
+
+
 @pytest.mark.parametrize("committer", COMMITTERS)
 def test_wrong_etag_in_a_completion_answer_is_checked(proxy, s3, dest, committer):
     old_data(s3, dest)
@@ -89,6 +96,7 @@ def test_object_not_what_the_task_uploaded_rolls_back(proxy, s3, s3_server, dest
     with pytest.raises(CommitError, match="is not what the task uploaded") as info:
         replace(proxy, dest, committer)
     assert "Nothing of this job is visible (checked:" in str(info.value)
+    assert_fields(info.value, dest, visible="nothing", remedy=None)
     assert_untouched(s3, s3_server, dest, before)
 
 
@@ -125,6 +133,7 @@ def test_failed_rollback_names_what_is_visible_and_abort_undoes_it(proxy, s3, s3
     assert "2 files of this job are visible" in message
     assert all(repr(k) in message for k in visible_now)
     assert f"s3commit abort {dest.url}" in message and "stays locked" in message
+    assert_fields(info.value, dest, visible="some", remedy=f"s3commit abort {dest.url}")
     proxy.reset()
     report = abort(dest.url)
     assert sorted(report.deleted) == sorted(visible_now)

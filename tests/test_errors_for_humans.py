@@ -34,6 +34,9 @@ def test_a_failed_task_prints_its_cause_and_remedy_not_the_java_stack(spark, s3,
         write_committed(failing(spark), dest.url, options={"buffer.dir": str(buffer)})
     lines = printed(failed.value)
     assert "bad row 17" in str(failed.value)
+    error = failed.value  # the fields a notebook or a scheduler reads instead of the text
+    assert (error.destination, error.visible, error.remedy) == (dest.url, "nothing", None)
+    assert error.job_id and error.job_id in str(error)
     assert not any(line.lstrip().startswith("at org.apache.spark") for line in lines), lines
     assert len(lines) < 40, "\n".join(lines)
     assert type(failed.value.engine_error).__module__.startswith(("py4j", "pyspark"))
@@ -61,6 +64,7 @@ def test_a_conflict_prints_a_few_lines(spark, s3, dest):
         write_committed(spark.range(3), dest.url, committer="directory", progress=False)
     lines = printed(failed.value)
     assert len(lines) < 30 and not any("py4j" in line for line in lines), "\n".join(lines)
+    assert (failed.value.destination, failed.value.visible) == (dest.url, "nothing")
     assert list_keys(s3, dest.dir) == before and pending_uploads(s3, dest.dir) == []
 
 

@@ -86,6 +86,7 @@ def test_commit_progress_shows_the_error_and_what_a_listing_found(spark, dest):
     assert "Failed during tasks write + commit" in message
     assert "&lt;img src=x onerror=alert(1)&gt;" in message and "<img" not in message
     assert "Fix the cause and run the write again" in message
+    assert f"Visible of this job at {dest.url}: nothing." in message
     assert "Checked after the failure: no upload of this job is pending" in message
     assert "✖ tasks write + commit" in panel.steps.value
 
@@ -98,6 +99,7 @@ def test_commit_progress_of_a_conflict_at_job_setup(dest):
     assert panel.phase == "failed" and panel.failed_in == "setup"
     assert "Failed during job setup" in panel.message.value
     assert "already holds data" in panel.message.value  # the error's own words, not a guess
+    assert f"Visible of this job at {dest.url}: nothing." in panel.message.value  # its field
     assert "What to do" not in panel.message.value
 
 

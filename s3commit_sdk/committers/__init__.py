@@ -20,13 +20,17 @@ COMMITTERS: dict[str, type[Committer]] = {
 S3_ONLY = ("directory", "partitioned", "magic")
 
 
-def make_committer(job: JobContext) -> Committer:
-    try:
-        cls = COMMITTERS[job.committer]
-    except KeyError:
+def check_committer(name: object) -> str:
+    """``name`` if it names a committer; anything else is refused listing the committers."""
+    if not isinstance(name, str) or name not in COMMITTERS:
         raise InvalidArgumentError(
-            f"unknown committer {job.committer!r}; available: {', '.join(COMMITTERS)}"
-        ) from None
+            f"unknown committer {name!r}; available: {', '.join(COMMITTERS)}"
+        )
+    return name
+
+
+def make_committer(job: JobContext) -> Committer:
+    cls = COMMITTERS[check_committer(job.committer)]
     if job.format == "delta":  # imported here: deltalake is an optional dependency
         from .delta import DELTA_COMMITTERS
 

@@ -15,9 +15,10 @@ import logging
 import time
 import warnings
 
+from .. import layout
 from ..paths import S3Location
 from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
-from .rename_base import TEMPORARY, RenameCommitter
+from .rename_base import RenameCommitter
 
 log = logging.getLogger(__name__)
 S3_WARNING = (
@@ -36,13 +37,13 @@ class ClassicCommitter(RenameCommitter):
 
     @property
     def job_dir(self) -> str:
-        return self.path(f"{TEMPORARY}/{self.job.job_id}")
+        return layout.classic_job_dir(self.location, self.job.job_id)
 
     def attempt_dir(self, task: TaskAttemptContext) -> str:
-        return f"{self.job_dir}/{TEMPORARY}/{task.attempt_id}"
+        return layout.classic_attempt_dir(self.location, self.job.job_id, task.attempt_id)
 
     def committed_dir(self, task_id: str) -> str:
-        return f"{self.job_dir}/{task_id}"
+        return layout.classic_task_dir(self.location, self.job.job_id, task_id)
 
     def setup_job(self) -> None:
         if isinstance(self.location, S3Location):

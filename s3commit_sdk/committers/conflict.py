@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import ConflictError
+from ..errors import NOTHING_VISIBLE, ConflictError
 
 #: relative directory ("" or "day=1/") -> keys or paths of the visible files below it
 ListVisible = Callable[[str], list[str]]
@@ -34,7 +34,9 @@ class DirectoryConflict:
         if existing:
             raise ConflictError(
                 f"destination {url} already holds data (e.g. {existing[0]!r}) and "
-                "conflict_mode is 'fail': use conflict_mode='append' or 'replace', or a new path"
+                "conflict_mode is 'fail': use conflict_mode='append' or 'replace', or a new path",
+                destination=url,
+                visible=NOTHING_VISIBLE,
             )
 
     def check_task(self, visible: ListVisible, url: str, partitions: set[str]) -> None:
@@ -60,7 +62,8 @@ class PartitionConflict(DirectoryConflict):
                 raise ConflictError(
                     f"partition {where} of {url} already holds data (e.g. {existing[0]!r}) and "
                     "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
-                    "partitions that receive data)"
+                    "partitions that receive data)",
+                    destination=url,
                 )
 
     def replaced(self, visible: ListVisible, partitions: set[str]) -> list[str]:

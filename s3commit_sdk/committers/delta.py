@@ -29,7 +29,13 @@ from ..delta.table import (
     TableCommitFailed,
     TablePlan,
 )
-from ..errors import CommitError, ConcurrentCommitError, ConflictError, InvalidArgumentError
+from ..errors import (
+    NOTHING_VISIBLE,
+    CommitError,
+    ConcurrentCommitError,
+    ConflictError,
+    InvalidArgumentError,
+)
 from ..formats import Journal, PendingSet, PendingUpload
 from ..protocol import JobContext, JobOutcome, TaskAttemptContext, WrittenFile
 from .conflict import DirectoryConflict, PartitionConflict
@@ -50,7 +56,9 @@ class TableConflict(DirectoryConflict):
         if self.mode == "fail" and not self.per_partition and self.occupied():
             raise ConflictError(
                 f"the Delta table at {url} already holds data and conflict_mode is 'fail': use "
-                "conflict_mode='append' or 'replace', or a new path"
+                "conflict_mode='append' or 'replace', or a new path",
+                destination=url,
+                visible=NOTHING_VISIBLE,
             )
 
     def check_task(self, visible, url: str, partitions: set[str]) -> None:
@@ -62,7 +70,8 @@ class TableConflict(DirectoryConflict):
             raise ConflictError(
                 f"partition {where} of the Delta table at {url} already holds data and "
                 "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
-                "partitions that receive data)"
+                "partitions that receive data)",
+                destination=url,
             )
 
     def replaced(self, visible, partitions: set[str]) -> list[str]:
@@ -162,7 +171,7 @@ class DeltaJob:
         try:
             self.delta = self.log.commit(plan, self._table)
         except TableCommitFailed as failed:
-            state = self._roll_back(journal.commits, messages)
+            visible, state = self._roll_back(journal.commits, messages)
             error = ConcurrentCommitError if failed.conflict else CommitError
             what = (
                 "another writer's commit to the Delta table conflicts with it"
@@ -171,7 +180,8 @@ class DeltaJob:
             )
             raise error(
                 f"job {self.job.job_id}: {what} ({failed}). It was rolled back: the Delta "
-                f"table at {self.location.url()} stays at its previous version. {state}"
+                f"table at {self.location.url()} stays at its previous version. {state}",
+                **self.rolled_back_fields(visible),
             ) from failed
         except CommitError as unknown:
             unknown.add_note(
@@ -180,6 +190,7 @@ class DeltaJob:
                 f"`s3commit recover {self.location.url()}` commits the transaction if it is "
                 f"missing (never twice); `s3commit abort {self.location.url()}` deletes them."
             )
+            unknown.remedy = f"s3commit recover {self.location.url()}"
             raise
         phases["delta_commit"] = time.monotonic() - mark
         return super().finish_commit(journal, etags, messages, pendingsets, phases, started)

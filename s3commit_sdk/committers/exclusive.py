@@ -11,9 +11,9 @@ be refused with 412.
 from __future__ import annotations
 
 import threading
-import uuid
 
 from ..errors import StoreError
+from ..layout import probe_key
 from ..paths import S3Location
 from ..store import S3Settings, S3Store
 
@@ -31,7 +31,7 @@ def honours_conditional_create(settings: S3Settings, location: S3Location) -> bo
 
 
 def _probe(store: S3Store, location: S3Location) -> bool:
-    key = location.hidden_prefix + f"conditional-put-probe-{uuid.uuid4()}"
+    key = probe_key(location)
     try:
         if not store.put_if_absent(location.bucket, key, b"1"):
             return False  # a fresh key refused: the store cannot have honoured anything

@@ -15,28 +15,18 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
-from ..errors import InvalidPathError
+from .. import layout
 from ..formats import PendingSet, PendingUpload
+from ..layout import magic_to_final
 from ..options import check_part_number
-from ..paths import S3Location
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..store import S3Store
 from .conflict import DirectoryConflict, PartitionConflict, partition_of
 from .s3_job import S3Committer, load_commits_quietly
 
-MAGIC_DIR = "__magic"
-BASE = "__base"
 #: parts that may wait for an upload thread; memory per task is bounded by
 #: multipart.size x (upload.threads + QUEUE_DEPTH) plus one filling buffer per open file
 QUEUE_DEPTH = 2
-
-
-def magic_to_final(location: S3Location, magic_key: str) -> str:
-    """The ``__base`` rule: everything below ``__base/`` is relative to the destination."""
-    marker = f"/{BASE}/"
-    if not magic_key.startswith(location.key(MAGIC_DIR + "/")) or marker not in magic_key:
-        raise InvalidPathError(f"{magic_key!r} is not a magic path under {location.url()}")
-    return location.key(magic_key.split(marker, 1)[1])
 
 
 class DelayedCompletionStream(io.RawIOBase):
@@ -181,7 +171,8 @@ class MagicSink(StreamingSink):
         self.commits: dict[str, PendingUpload] = {}
 
     def magic_key(self, relpath: str) -> str:
-        return f"{self.committer.attempt_prefix(self.task)}{BASE}/{relpath}"
+        job = self.committer.job
+        return layout.magic_file_key(job.location, job.job_id, self.task.attempt_id, relpath)
 
     def open(self, relpath: str) -> pa.NativeFile:
         return self.open_stream(
@@ -224,17 +215,16 @@ class MagicCommitter(S3Committer):
 
     @property
     def metadata_prefix(self) -> str:
-        """One directory per job, so concurrent jobs never delete each other's metadata."""
-        return self.location.key(f"{MAGIC_DIR}/job-{self.job.job_id}/")
+        return layout.magic_job_prefix(self.location, self.job.job_id)
 
     def attempt_prefix(self, task: TaskAttemptContext) -> str:
-        return f"{self.metadata_prefix}{task.attempt_id}/"
+        return layout.magic_attempt_prefix(self.location, self.job.job_id, task.attempt_id)
 
     def pendingset_key(self, pendingset: PendingSet) -> str:
-        return f"{self.metadata_prefix}{pendingset.taskId}.pendingset"
+        return layout.magic_pendingset_key(self.location, self.job.job_id, pendingset.taskId)
 
     def attempt_of(self, key: str) -> str | None:
-        if not key.endswith(".pending") or f"/{BASE}/" not in key:
+        if not layout.is_magic_pending(key):
             return None
         return key[len(self.metadata_prefix) :].split("/", 1)[0]
 

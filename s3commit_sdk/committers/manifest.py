@@ -17,11 +17,12 @@ import json
 import time
 from urllib.parse import quote, unquote
 
-from ..errors import CommitError, PendingSetError
+from .. import layout
+from ..errors import NOTHING_VISIBLE, CommitError, PendingSetError
 from ..formats import load_task_manifest, task_manifest
 from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
 from .conflict import PartitionConflict
-from .rename_base import TEMPORARY, RenameCommitter
+from .rename_base import RenameCommitter
 
 DIR_STATUS_DIR = 3  # the manifest's directory status "dir"
 
@@ -32,7 +33,7 @@ class ManifestCommitter(RenameCommitter):
 
     @property
     def job_dir(self) -> str:
-        return self.path(f"{TEMPORARY}/manifest_{self.job.job_id}/00")
+        return layout.manifest_job_dir(self.location, self.job.job_id)
 
     def attempt_dir(self, task: TaskAttemptContext) -> str:
         return f"{self.job_dir}/tasks/{task.attempt_id}"
@@ -94,7 +95,8 @@ class ManifestCommitter(RenameCommitter):
         except Exception as exc:
             raise CommitError(
                 f"job {self.job.job_id}: loading the task manifests failed ({exc}); nothing "
-                f"became visible at {self.location.url()} and the job was aborted"
+                f"became visible at {self.location.url()} and the job was aborted",
+                **self.error_fields(NOTHING_VISIBLE),
             ) from exc
         phases["load_manifests"] = time.monotonic() - started
         moves, entries, seen = [], [], set()
@@ -143,6 +145,6 @@ class ManifestCommitter(RenameCommitter):
             {p[len(tasks) + 1 :].split("/")[0] for p, _ in self.store.list_files(tasks)}
         )
         self.parallel(self.store.delete, [f"{tasks}/{a}" for a in attempts])
-        self.store.delete(self.path(f"{TEMPORARY}/manifest_{self.job.job_id}"))
+        self.store.delete(layout.manifest_job_root(self.location, self.job.job_id))
         if not self.store.list_files(self.temporary):
             self.store.delete(self.temporary)

@@ -17,14 +17,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CommitError, S3CommitError
-from ..paths import SUCCESS_MARKER, S3Location, is_hidden
+from ..errors import (
+    MIXED_VISIBLE,
+    NOTHING_VISIBLE,
+    SOME_VISIBLE,
+    CommitError,
+    S3CommitError,
+)
+from ..layout import SUCCESS_MARKER, is_hidden, temporary_dir
+from ..paths import S3Location
 from ..protocol import Committer, JobContext, JobOutcome, OutputSink, TaskAttemptContext
 from ..store.rename import LocalStore, RenameStore, open_rename_store
 from .conflict import DirectoryConflict, partition_of
 from .report import build_success
-
-TEMPORARY = "_temporary"
 
 
 class StoreSink(OutputSink):
@@ -60,7 +65,7 @@ class RenameCommitter(Committer):
 
     @property
     def temporary(self) -> str:
-        return self.path(TEMPORARY)
+        return temporary_dir(self.location)
 
     @property
     def job_dir(self) -> str:
@@ -147,19 +152,22 @@ class RenameCommitter(Committer):
         try:
             self.parallel(move, moves)
         except S3CommitError as exc:
+            visible, state = self._undo_moves(sent)
             raise CommitError(
                 f"job {self.job.job_id}: a rename failed during job commit ({exc}) after "
-                f"{len(sent)} of {len(moves)} renames had started; {self._undo_moves(sent)}"
+                f"{len(sent)} of {len(moves)} renames had started; {state}",
+                **self.error_fields(visible),
             ) from exc
         except KeyboardInterrupt as interrupt:  # the pool has finished the renames it started
             interrupt.add_note(
                 f"s3commit: job {self.job.job_id} was interrupted during its renames; "
-                f"{self._undo_moves(sent)}"
+                f"{self._undo_moves(sent)[1]}"
             )
             raise
 
-    def _undo_moves(self, targets: list[str]) -> str:
-        """Delete every target a rename was started for (names carry the job UUID)."""
+    def _undo_moves(self, targets: list[str]) -> tuple[str | None, str]:
+        """Delete every target a rename was started for (names carry the job UUID); say what
+        is visible (a key of ``errors.VISIBLE``, None when unchecked) and in words."""
         for path in targets:
             try:
                 if self.store.exists(path):
@@ -170,16 +178,16 @@ class RenameCommitter(Committer):
         try:
             listed = set(self.visible(""))
         except S3CommitError as exc:
-            return f"checking what is visible at {url} failed ({exc}): files may remain"
+            return None, f"checking what is visible at {url} failed ({exc}): files may remain"
         left = sorted(t for t in targets if t in listed)
         if not left:
-            return (
+            return NOTHING_VISIBLE, (
                 f"the job was rolled back: nothing of it is visible at {url} (checked by "
                 "listing) and the existing data is untouched"
             )
         shown = ", ".join(self.location.url(p) for p in left[:5])
         more = f" and {len(left) - 5} more" if len(left) > 5 else ""
-        return (
+        return SOME_VISIBLE, (
             f"rolling back failed: {len(left)} files of it are still visible at {url}: "
             f"{shown}{more}. Delete them (their names carry {self.job.job_id})."
         )
@@ -238,7 +246,8 @@ class RenameCommitter(Committer):
             raise CommitError(
                 f"job {self.job.job_id}: its files are visible at {self.location.url()} but "
                 f"deleting the {len(replaced)} files it replaces failed ({exc}): old and new "
-                f"data may both be visible. Delete what remains of them (e.g. {shown})."
+                f"data may both be visible. Delete what remains of them (e.g. {shown}).",
+                **self.error_fields(MIXED_VISIBLE),
             ) from exc
 
     def entry(self, path: str, rows: int, size: int, partition: dict, task: str) -> dict:

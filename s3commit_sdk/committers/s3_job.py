@@ -16,7 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import layout
 from ..errors import (
+    ALL_VISIBLE,
+    MIXED_VISIBLE,
+    NOTHING_VISIBLE,
+    SOME_VISIBLE,
     CommitError,
     ConcurrentCommitError,
     PendingSetError,
@@ -30,10 +35,10 @@ from ..formats import (
     PendingUpload,
     iostatistics,
 )
-from ..paths import SUCCESS_MARKER, is_hidden
 from ..protocol import Committer, JobContext, JobOutcome
 from ..store import S3Store
 from ..store.s3 import RequestCounters
+from .cleanup import release, remove_job_files, stop_attempts
 from .conflict import DirectoryConflict, partition_of
 from .exclusive import require_conditional_create
 from .report import build_success
@@ -57,6 +62,7 @@ class S3Committer(Committer):
         self.conflict = self.make_conflict_policy()
         self._journal_written = False
         self._marker_owned = False
+        self.aborted_uploads = 0  # by the last cleanup
         self.completion_checks = RequestCounters()  # how each completion was verified
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = S3Store(job.settings, pool_size=threads + 4)
@@ -64,7 +70,7 @@ class S3Committer(Committer):
     def visible(self, relprefix: str) -> list[str]:
         """Keys a reader would see under a directory of the destination."""
         listed = self.store.list_objects(self.location.bucket, self.location.key(relprefix))
-        return [o.key for o in listed if not is_hidden(self.location.relative(o.key))]
+        return [o.key for o in listed if not layout.is_hidden(self.location.relative(o.key))]
 
     def make_conflict_policy(self) -> DirectoryConflict:
         return self.conflict_class(self.job.conflict_mode)
@@ -105,7 +111,7 @@ class S3Committer(Committer):
         self.store.check_bucket(self.location.bucket)
         if self.job.options.exclusive_commit == "required":
             require_conditional_create(self.job.settings, self.location)
-        marker = self.location.marker_key
+        marker = layout.marker_key(self.location)
         if self.locks_destination and self.store.head(self.location.bucket, marker) is not None:
             raise self._concurrent_commit_error(uploads_aborted=False)
         self.conflict.check_job(self.visible, self.location.url())
@@ -115,7 +121,7 @@ class S3Committer(Committer):
     @property
     def alive_key(self) -> str:
         """Exists from job setup until job end; its deletion precedes the final upload listing."""
-        return self.location.job_prefix(self.job.job_id) + "alive"
+        return layout.alive_key(self.location, self.job.job_id)
 
     def ensure_job_alive(self) -> None:
         """Called by an attempt after it started uploads and saved the metadata naming them.
@@ -129,7 +135,8 @@ class S3Committer(Committer):
         if self.store.head(self.location.bucket, self.alive_key) is None:
             raise CommitError(
                 f"job {self.job.job_id} has already ended at {self.location.url()}: this "
-                "attempt (a late retry or a losing speculative copy) discards its output"
+                "attempt (a late retry or a losing speculative copy) discards its output",
+                **self.error_fields(),
             )
 
     # -- job commit ---------------------------------------------------------------------------
@@ -198,7 +205,8 @@ class S3Committer(Committer):
                     f"but deleting the {len(journal.replaced)} replaced objects failed ({exc}); "
                     "old and new data may both be visible and the destination stays locked. "
                     f"Finish the commit with `s3commit recover {self.location.url()}` (or undo "
-                    f"it with `s3commit abort {self.location.url()}`)."
+                    f"it with `s3commit abort {self.location.url()}`).",
+                    **self.error_fields(MIXED_VISIBLE, "recover"),
                 ) from exc
         phases["replace_delete"] = time.monotonic() - mark
         return self.finish_commit(journal, etags, messages, pendingsets, phases, started)
@@ -281,13 +289,14 @@ class S3Committer(Committer):
             raise CommitError(
                 f"job {self.job.job_id} committed: every file is complete and visible at {url}, "
                 f"but {step} failed ({exc}){self._locked_note}. `s3commit recover {url}` "
-                "finishes this job."
+                "finishes this job.",
+                **self.error_fields(ALL_VISIBLE, "recover"),
             ) from exc
 
     # -- the journal and the per-destination commit marker ------------------------------------
     @property
     def journal_key(self) -> str:
-        return self.location.journal_key(self.job.job_id)
+        return layout.journal_key(self.location, self.job.job_id)
 
     def _begin_commit(
         self, commits: list[PendingUpload], messages: list[str], phases: dict[str, float]
@@ -303,7 +312,7 @@ class S3Committer(Committer):
         if self.locks_destination:
             marker = CommitMarker(self.job.job_id, self.journal_key)
             created = self.store.put_if_absent(
-                bucket, self.location.marker_key, marker.to_json().encode()
+                bucket, layout.marker_key(self.location), marker.to_json().encode()
             )
             # A retried create whose first attempt landed answers 412 on our own marker.
             if not created and self._marker_job() != self.job.job_id:
@@ -345,24 +354,24 @@ class S3Committer(Committer):
 
     def _commit_keys(self) -> list[str]:
         """The journal, and the marker if this job takes one: released together, marker last."""
-        marker = [self.location.marker_key] if self.locks_destination else []
+        marker = [layout.marker_key(self.location)] if self.locks_destination else []
         return [self.journal_key, *marker]
 
     def _marker_job(self) -> str | None:
         try:
-            body = self.store.get(self.location.bucket, self.location.marker_key)
+            body = self.store.get(self.location.bucket, layout.marker_key(self.location))
             return CommitMarker.from_json(body).jobId
         except S3CommitError:
             return None
 
     def _end_commit(self) -> None:
-        self.store.delete_keys(self.location.bucket, self._commit_keys())
+        release(self.store, self.location, self.job.job_id, self._commit_keys())
 
     def _concurrent_commit_error(self, uploads_aborted: bool) -> ConcurrentCommitError:
         url = self.location.url()
         try:
             marker = CommitMarker.from_json(
-                self.store.get(self.location.bucket, self.location.marker_key)
+                self.store.get(self.location.bucket, layout.marker_key(self.location))
             )
             other = f"job {marker.jobId} (started {_ms_date(marker.started)} on {marker.hostname})"
         except S3CommitError:
@@ -372,13 +381,17 @@ class S3Committer(Committer):
             f"{other} is committing into {url}, or its commit crashed unfinished. Wait for it, "
             f"or resolve it with `s3commit recover {url}` (finish it) or `s3commit abort {url}` "
             f"(roll it back). This job ({self.job.job_id}) did not commit: {done}nothing of it "
-            "is visible."
+            "is visible.",
+            **self.error_fields(NOTHING_VISIBLE, "recover"),
         )
 
     def _write_success(self, success: dict[str, Any]) -> None:
         body = json.dumps(success, indent=2, ensure_ascii=False).encode()
         self.store.put(
-            self.location.bucket, self.location.key(SUCCESS_MARKER), body, "application/json"
+            self.location.bucket,
+            self.location.key(layout.SUCCESS_MARKER),
+            body,
+            "application/json",
         )
 
     def _partition_path(self, commit: PendingUpload) -> str:
@@ -404,15 +417,16 @@ class S3Committer(Committer):
             )
             return etags
         except KeyboardInterrupt as interrupt:
-            state = self._roll_back(sent, messages)
+            state = self._roll_back(sent, messages)[1]
             interrupt.add_note(
                 f"s3commit: job {self.job.job_id} was interrupted and rolled back. {state}"
             )
             raise
         except Exception as exc:
-            state = self._roll_back(sent, messages)
+            visible, state = self._roll_back(sent, messages)
             raise CommitError(
-                f"job {self.job.job_id}: {exc}; the job was rolled back. {state}"
+                f"job {self.job.job_id}: {exc}; the job was rolled back. {state}",
+                **self.rolled_back_fields(visible),
             ) from exc
 
     def _send_completions(
@@ -463,8 +477,13 @@ class S3Committer(Committer):
                 raise
             return None
 
-    def _roll_back(self, sent: list[PendingUpload], messages: list[str]) -> str:
-        """Undo a job commit that failed before its replace deletes; say what is visible.
+    def rolled_back_fields(self, visible: str | None) -> dict:
+        """Error fields after :meth:`_roll_back`: ``s3commit abort`` unless nothing is left."""
+        return self.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
+
+    def _roll_back(self, sent: list[PendingUpload], messages: list[str]) -> tuple[str | None, str]:
+        """Undo a job commit that failed before its replace deletes; say what is visible
+        (a key of ``errors.VISIBLE``, None when unchecked) and in words.
 
         Every key a completion was sent for is deleted (they carry this job's UUID: no other
         job's data), every other upload aborted; then a listing of those keys decides the
@@ -486,23 +505,25 @@ class S3Committer(Committer):
             listed = {o.key for o in self.store.list_objects(bucket, self.location.dir_prefix)}
             visible = [k for k in keys if k in listed]
         except S3CommitError as exc:
-            return (
+            return None, (
                 f"Rolling back could not be checked ({exc}); files of job {self.job.job_id} may "
                 f"be visible. Run `s3commit abort {url}`."
             )
         if visible or problems:
             shown = ", ".join(repr(k) for k in visible[:20])
             more = f" and {len(visible) - 20} more" if len(visible) > 20 else ""
-            return (
+            return SOME_VISIBLE if visible else NOTHING_VISIBLE, (
                 f"Rolling back was incomplete ({'; '.join(problems) or 'files remain'}): "
                 f"{len(visible)} files of this job are visible{': ' + shown if visible else ''}"
                 f"{more}. The existing data is untouched; the destination stays locked until "
                 f"`s3commit abort {url}` removes them."
             )
-        self.store.delete_keys(bucket, self._commit_keys())
+        release(self.store, self.location, self.job.job_id, self._commit_keys())
         self._journal_written = self._marker_owned = False
         checked = f" (checked: none of the {len(keys)} completed keys is listed)" if keys else ""
-        return f"Nothing of this job is visible{checked}; the existing data is untouched."
+        return NOTHING_VISIBLE, (
+            f"Nothing of this job is visible{checked}; the existing data is untouched."
+        )
 
     def _file_entry(self, commit: PendingUpload, etag: str) -> dict[str, Any]:
         return {
@@ -537,10 +558,11 @@ class S3Committer(Committer):
 
         Uploads are found three ways: the commit messages, the metadata persisted by attempts
         whose messages never arrived (failed or speculative losers), and a listing of pending
-        uploads whose keys carry the job UUID (or all of them, if asked).
+        uploads whose keys carry the job UUID (or all of them, if asked). How many were still
+        pending is kept in ``aborted_uploads`` (``s3commit recover`` reports it).
         """
         bucket = self.location.bucket
-        self.store.delete_keys(bucket, [self.alive_key])  # first: see ensure_job_alive
+        stop_attempts(self.store, self.location, self.job.job_id)  # first: see ensure_job_alive
         received = _parse_quietly(messages)
         known_attempts = {p.taskAttemptId for p in received}
         hidden = [
@@ -567,15 +589,14 @@ class S3Committer(Committer):
                 continue
             if scope_all or self.job.job_id in upload.key:
                 targets[upload.upload_id] = upload.key
-        if targets:
-            with ThreadPoolExecutor(self.job.options.threads, "s3commit-abort") as pool:
-                list(
-                    pool.map(
-                        lambda item: self.store.abort(bucket, item[1], item[0]), targets.items()
-                    )
-                )
-        if hidden and self.delete_metadata:
-            self.store.delete_keys(bucket, hidden)
+        self.aborted_uploads = remove_job_files(
+            self.store,
+            self.location,
+            self.job.job_id,
+            uploads=targets,
+            hidden=hidden if self.delete_metadata else [],
+            threads=self.job.options.threads,
+        )
 
     @property
     def delete_metadata(self) -> bool:
@@ -583,11 +604,9 @@ class S3Committer(Committer):
 
     def abort_job(self, messages: list[str]) -> None:
         self.cleanup(messages, committed=set())
-        # the journal before the marker: a marker must never outlive what the tools act on
         owned = [self.journal_key] if self._journal_written else []
-        owned += [self.location.marker_key] if self._marker_owned else []
-        if owned:
-            self.store.delete_keys(self.location.bucket, owned)
+        owned += [layout.marker_key(self.location)] if self._marker_owned else []
+        release(self.store, self.location, self.job.job_id, owned)
 
 
 def _ms_date(epoch_ms: int) -> str:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from .. import layout
 from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
@@ -62,10 +63,11 @@ class DirectoryStagingCommitter(S3Committer):
 
     @property
     def metadata_prefix(self) -> str:
-        return self.location.job_prefix(self.job.job_id)
+        return layout.job_prefix(self.location, self.job.job_id)
 
     def pendingset_key(self, pendingset: PendingSet) -> str:
-        return f"{self.metadata_prefix}tasks/{pendingset.taskAttemptId}.pendingset"
+        job_id, attempt_id = self.job.job_id, pendingset.taskAttemptId
+        return layout.staging_pendingset_key(self.location, job_id, attempt_id)
 
     def attempt_of(self, key: str) -> str | None:
         name = key.rsplit("/", 1)[-1]

@@ -110,9 +110,12 @@ class LocalStore(RenameStore):
         self.count("list")
         found = []
         for root, _, files in os.walk(path):
-            found += [
-                (os.path.join(root, f), os.path.getsize(os.path.join(root, f))) for f in files
-            ]
+            for name in files:
+                file = os.path.join(root, name)
+                try:
+                    found.append((file, os.path.getsize(file)))
+                except FileNotFoundError:  # renamed or removed since the walk read its directory
+                    continue
         return sorted(found)
 
     def _is_file(self, path: str) -> bool:

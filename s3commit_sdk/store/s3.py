@@ -25,7 +25,7 @@ import botocore.exceptions
 import botocore.loaders
 import botocore.session
 
-from ..credentials import provider_session
+from ..credentials import AccessKeys, CredentialsProvider, provider_session, with_provider
 from ..errors import StoreError
 
 BATCH_DELETE_LIMIT = 1000
@@ -74,7 +74,7 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
-class S3Settings:
+class S3Settings(AccessKeys):
     """How to reach S3, captured on the driver so the executors use the same endpoint.
 
     Fields left ``None`` fall back to boto3's own chain (env vars, profiles, instance roles)
@@ -83,9 +83,6 @@ class S3Settings:
 
     endpoint_url: str | None = None
     region: str | None = None
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
     retry_mode: str = "standard"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -97,11 +94,14 @@ class S3Settings:
     credentials_provider: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def resolve(cls, options, environ=None) -> S3Settings:
+    def resolve(
+        cls, options, environ=None, provider: CredentialsProvider | None = None
+    ) -> S3Settings:
         """Explicit options first, then boto3's environment variables of this process.
 
         Credentials resolve as a set: explicit ``access.key``/``secret.key`` never take a
         session token from the environment, which belongs to other keys (S3 rejects the mix).
+        A credentials ``provider`` (see credentials.py) replaces them and the profile.
         """
         env = os.environ if environ is None else environ
         if options.access_key or options.secret_key:
@@ -110,7 +110,7 @@ class S3Settings:
             access = env.get("AWS_ACCESS_KEY_ID")
             secret = env.get("AWS_SECRET_ACCESS_KEY")
             token = options.session_token or env.get("AWS_SESSION_TOKEN")
-        return cls(
+        settings = cls(
             endpoint_url=options.endpoint
             or env.get("AWS_ENDPOINT_URL_S3")
             or env.get("AWS_ENDPOINT_URL"),
@@ -129,6 +129,7 @@ class S3Settings:
             path_style=options.path_style_access,
             checksums=options.checksums,
         )
+        return with_provider(settings, options, provider)
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,10 @@ class CommitProgress(WidgetWrapper):
         ]
         parts += [f'<div class="s3commit-note" {block}>{with_code(n)}</div>' for n in failure.notes]
         parts += [
+            f'<div class="s3commit-visible" {block}>{with_code(line)}</div>'
+            for line in failure.visible_line()
+        ]
+        parts += [
             f'<div class="s3commit-left" {block}>{with_code(line)}</div>'
             for line in failure.left_behind()
         ]

@@ -53,14 +53,6 @@ def read_success_file(path: str, options: dict[str, Any] | None = None) -> dict[
     return parse_success(body)
 
 
-def _partition_name(partition: Mapping[str, Any] | None) -> str:
-    if not partition:
-        return ROOT
-    return "/".join(
-        f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in partition.items()
-    )
-
-
 class SuccessReport(WidgetWrapper):
     """Summary (committer, mode, rows, bytes, files, durations per phase), partitions and files
     tables, and charts of bytes per partition and of task durations (or, when the document has
@@ -74,7 +66,7 @@ class SuccessReport(WidgetWrapper):
         self.classic = self.success_file == "empty"
         doc = self.doc or {}
         self.files: list[dict[str, Any]] = [dict(f) for f in doc.get("files", [])]
-        self.partitions = self._partitions(self.files)
+        self.partitions = up.partition_totals(self.files, ROOT)
         self.task_durations = self._task_durations(doc)
         self.task_bytes: dict[str, int] = {}
         for entry in self.files:
@@ -115,17 +107,6 @@ class SuccessReport(WidgetWrapper):
             "SuccessReport wants a destination path, a WriteResult or a parsed _SUCCESS "
             f"document, not {type(value).__name__}"
         )
-
-    @staticmethod
-    def _partitions(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        totals: dict[str, dict[str, Any]] = {}
-        for entry in files:
-            name = _partition_name(entry.get("partition"))
-            row = totals.setdefault(name, {"partition": name, "files": 0, "rows": 0, "bytes": 0})
-            row["files"] += 1
-            row["rows"] += int(entry.get("rows", 0))
-            row["bytes"] += int(entry.get("size", 0))
-        return [totals[name] for name in sorted(totals)]
 
     @staticmethod
     def _task_durations(doc: Mapping[str, Any]) -> dict[str, float] | None:
@@ -256,7 +237,7 @@ class SuccessReport(WidgetWrapper):
             [
                 (
                     f.get("key"),
-                    _partition_name(f.get("partition")),
+                    up.partition_name(f.get("partition"), ROOT),
                     f.get("rows"),
                     format_bytes(f.get("size")),
                     f.get("task"),
