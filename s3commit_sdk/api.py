@@ -31,7 +31,8 @@ from .paths import (
     parse_s3_url,
 )
 from .progress import ProgressTracker, job_seconds, make_listener
-from .protocol import JobContext, execute_job
+from .protocol import JobContext
+from .runner import execute_job
 from .sparktypes import check_schema
 from .store import S3Settings, S3Store
 from .uploads import read_success

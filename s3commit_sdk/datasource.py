@@ -51,8 +51,9 @@ from .engines.spark import struct_to_arrow
 from .errors import InvalidArgumentError, InvalidPathError
 from .options import parse_size, resolve_options
 from .paths import S3Location, parse_s3_url
-from .protocol import JobContext, _split_task_phase, execute_task
+from .protocol import JobContext
 from .redaction import redacted_logs
+from .runner import execute_task, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
 from .store import S3Settings
 
@@ -158,7 +159,7 @@ class S3CommitWriter(DataSourceArrowWriter):
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
         texts = [m.message for m in messages if m is not None]
         tasks = time.time() - self.tasks_from
-        phases = {"job_setup": self.setup_s, "tasks": tasks, **_split_task_phase(texts, tasks)}
+        phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(texts, tasks)}
         with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
             make_committer(self.job).commit_job(texts, phases)
 

@@ -23,6 +23,7 @@ from .formats import CommitMarker, Journal, PendingSet, PendingUpload, parse_suc
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
+from .stages import timed_stage
 from .store import PendingUploadInfo, S3Settings, S3Store
 from .store.s3 import multipart_etag
 from .uploads import JOB_UUID, job_of_key
@@ -152,35 +153,33 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
         )
     journal, bucket = state.journal, state.location.bucket
     phases: dict[str, float] = {}
-    mark = time.monotonic()
-    pending = state.pending_ids()
-    etags: dict[str, str] = {}
-    for commit in journal.commits:
-        if commit.uploadId in pending:
-            etags[commit.uploadId] = state.store.complete(
-                bucket, commit.destinationKey, commit.uploadId, commit.etags
-            )
-            report.completed.append(commit.destinationKey)
-        elif state.is_ours(commit):
-            etags[commit.uploadId] = state.store.head(bucket, commit.destinationKey).etag
-            report.already_visible.append(commit.destinationKey)
-        else:
-            raise CommitError(
-                f"cannot recover job {journal.jobId}: the upload of {commit.destinationKey!r} "
-                "is neither pending nor complete (aborted by someone else?). Roll back with "
-                f"`s3commit abort {state.location.url()}`.",
-                destination=state.location.url(),
-                job_id=journal.jobId,
-                remedy=f"s3commit abort {state.location.url()}",
-            )
-    phases["complete_uploads"] = time.monotonic() - mark
-    mark = time.monotonic()
-    new_keys = {c.destinationKey for c in journal.commits}
-    replaced = [k for k in journal.replaced if k not in new_keys]
-    if replaced:
-        state.store.delete_keys(bucket, replaced)
-        report.deleted = replaced
-    phases["replace_delete"] = time.monotonic() - mark
+    with timed_stage(phases, "complete_uploads", journal.jobId):
+        pending = state.pending_ids()
+        etags: dict[str, str] = {}
+        for commit in journal.commits:
+            if commit.uploadId in pending:
+                etags[commit.uploadId] = state.store.complete(
+                    bucket, commit.destinationKey, commit.uploadId, commit.etags
+                )
+                report.completed.append(commit.destinationKey)
+            elif state.is_ours(commit):
+                etags[commit.uploadId] = state.store.head(bucket, commit.destinationKey).etag
+                report.already_visible.append(commit.destinationKey)
+            else:
+                raise CommitError(
+                    f"cannot recover job {journal.jobId}: the upload of {commit.destinationKey!r} "
+                    "is neither pending nor complete (aborted by someone else?). Roll back with "
+                    f"`s3commit abort {state.location.url()}`.",
+                    destination=state.location.url(),
+                    job_id=journal.jobId,
+                    remedy=f"s3commit abort {state.location.url()}",
+                )
+    with timed_stage(phases, "replace_delete", journal.jobId):
+        new_keys = {c.destinationKey for c in journal.commits}
+        replaced = [k for k in journal.replaced if k not in new_keys]
+        if replaced:
+            state.store.delete_keys(bucket, replaced)
+            report.deleted = replaced
     committer = state.committer()
     pendingsets = _committed_pendingsets(committer, journal)
     messages = [p.to_json() for p in pendingsets]

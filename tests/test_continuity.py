@@ -8,7 +8,8 @@ import pytest
 from conftest import list_keys, pending_uploads
 
 from s3commit_sdk import CommitError, write_committed
-from s3commit_sdk.protocol import JobContext, execute_task
+from s3commit_sdk.protocol import JobContext
+from s3commit_sdk.runner import execute_task
 
 pytestmark = pytest.mark.fault
 

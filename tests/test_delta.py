@@ -37,7 +37,7 @@ from s3commit_sdk.errors import (
     InvalidArgumentError,
     TaskFailedError,
 )
-from s3commit_sdk.protocol import execute_task
+from s3commit_sdk.runner import execute_task
 from s3commit_sdk.testing.crash import crash_write
 from s3commit_sdk.testing.faultproxy import FaultProxy, internal_error
 from s3commit_sdk.widgets import SuccessReport

@@ -153,7 +153,8 @@ def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, commi
 
     from s3commit_sdk import PendingSetError
     from s3commit_sdk.committers import make_committer
-    from s3commit_sdk.protocol import JobContext, execute_task
+    from s3commit_sdk.protocol import JobContext
+    from s3commit_sdk.runner import execute_task
 
     job = JobContext.on_s3(dest.url, committer)
     driver = make_committer(job)
@@ -177,7 +178,8 @@ def test_racing_replaces_leave_exactly_one_jobs_data(proxy, s3, s3_server, dest,
 
     from s3commit_sdk.committers import make_committer
     from s3commit_sdk.committers.exclusive import honours_conditional_create
-    from s3commit_sdk.protocol import JobContext, execute_task
+    from s3commit_sdk.protocol import JobContext
+    from s3commit_sdk.runner import execute_task
     from s3commit_sdk.testing.faultproxy import delay
 
     partition_by = () if committer == "directory" else ("day",)

@@ -27,8 +27,9 @@ from crash_driver import data, run
 from s3commit_sdk import CommitError
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.exclusive import honours_conditional_create
-from s3commit_sdk.protocol import JobContext, execute_task
+from s3commit_sdk.protocol import JobContext
 from s3commit_sdk.recovery import recover
+from s3commit_sdk.runner import execute_task
 from s3commit_sdk.testing.faultproxy import delay, internal_error
 
 pytestmark = pytest.mark.fault

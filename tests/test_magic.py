@@ -27,7 +27,8 @@ from s3commit_sdk.committers import make_committer
 from s3commit_sdk.committers.magic import DelayedCompletionStream, magic_to_final
 from s3commit_sdk.options import part_size_for, resolve_options
 from s3commit_sdk.paths import parse_s3_url
-from s3commit_sdk.protocol import JobContext, execute_task
+from s3commit_sdk.protocol import JobContext
+from s3commit_sdk.runner import execute_task
 from s3commit_sdk.store import S3Settings, S3Store
 from s3commit_sdk.testing.faultproxy import internal_error
 

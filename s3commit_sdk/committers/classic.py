@@ -87,10 +87,9 @@ class ClassicCommitter(RenameCommitter):
         results = [json.loads(m) for m in messages]
         relpaths = [f[0] for r in results for f in r["files"]]
         replaced = self.replaced_files(relpaths)
-        mark = time.monotonic()
-        if self.version == 1:
-            self._merge(*(self.committed_dir(r["task"]) for r in results))
-        phases["merge"] = time.monotonic() - mark
+        with self.stage(phases, "merge"):
+            if self.version == 1:
+                self._merge(*(self.committed_dir(r["task"]) for r in results))
         entries = [
             self.entry(self.path(rel), rows, size, partition, r["task"])
             for r in results

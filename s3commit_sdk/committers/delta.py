@@ -14,7 +14,6 @@ before its log entry is what ``s3commit recover`` / ``abort`` find (recovery.py)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -166,33 +165,32 @@ class DeltaJob:
     ) -> JobOutcome:
         """The Delta transaction first (the one step that makes the job visible), then the
         committer's clean-up, ``_SUCCESS`` and release. ``s3commit recover`` comes here too."""
-        mark = time.monotonic()
-        plan = TablePlan.from_journal(journal, self.location)
-        try:
-            self.delta = self.log.commit(plan, self._table)
-        except TableCommitFailed as failed:
-            visible, state = self._roll_back(journal.commits, messages)
-            error = ConcurrentCommitError if failed.conflict else CommitError
-            what = (
-                "another writer's commit to the Delta table conflicts with it"
-                if failed.conflict
-                else "committing it to the Delta table failed"
-            )
-            raise error(
-                f"job {self.job.job_id}: {what} ({failed}). It was rolled back: the Delta "
-                f"table at {self.location.url()} stays at its previous version. {state}",
-                **self.rolled_back_fields(visible),
-            ) from failed
-        except CommitError as unknown:
-            unknown.add_note(
-                f"s3commit: job {self.job.job_id} completed its files at {self.location.url()} "
-                "(no Delta reader sees them unless the transaction landed); they are kept. "
-                f"`s3commit recover {self.location.url()}` commits the transaction if it is "
-                f"missing (never twice); `s3commit abort {self.location.url()}` deletes them."
-            )
-            unknown.remedy = f"s3commit recover {self.location.url()}"
-            raise
-        phases["delta_commit"] = time.monotonic() - mark
+        with self.stage(phases, "delta_commit"):
+            plan = TablePlan.from_journal(journal, self.location)
+            try:
+                self.delta = self.log.commit(plan, self._table)
+            except TableCommitFailed as failed:
+                visible, state = self._roll_back(journal.commits, messages)
+                error = ConcurrentCommitError if failed.conflict else CommitError
+                what = (
+                    "another writer's commit to the Delta table conflicts with it"
+                    if failed.conflict
+                    else "committing it to the Delta table failed"
+                )
+                raise error(
+                    f"job {self.job.job_id}: {what} ({failed}). It was rolled back: the Delta "
+                    f"table at {self.location.url()} stays at its previous version. {state}",
+                    **self.rolled_back_fields(visible),
+                ) from failed
+            except CommitError as unknown:
+                unknown.add_note(
+                    f"s3commit: job {self.job.job_id} completed its files at {self.location.url()} "
+                    "(no Delta reader sees them unless the transaction landed); they are kept. "
+                    f"`s3commit recover {self.location.url()}` commits the transaction if it is "
+                    f"missing (never twice); `s3commit abort {self.location.url()}` deletes them."
+                )
+                unknown.remedy = f"s3commit recover {self.location.url()}"
+                raise
         return super().finish_commit(journal, etags, messages, pendingsets, phases, started)
 
     def success_fields(self) -> dict[str, Any]:

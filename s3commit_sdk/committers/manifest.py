@@ -90,15 +90,15 @@ class ManifestCommitter(RenameCommitter):
 
     def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
         started = time.monotonic()
-        try:
-            manifests = self.parallel(self._load, messages)  # job_stage_load_manifests
-        except Exception as exc:
-            raise CommitError(
-                f"job {self.job.job_id}: loading the task manifests failed ({exc}); nothing "
-                f"became visible at {self.location.url()} and the job was aborted",
-                **self.error_fields(NOTHING_VISIBLE),
-            ) from exc
-        phases["load_manifests"] = time.monotonic() - started
+        with self.stage(phases, "load_manifests"):
+            try:
+                manifests = self.parallel(self._load, messages)
+            except Exception as exc:
+                raise CommitError(
+                    f"job {self.job.job_id}: loading the task manifests failed ({exc}); nothing "
+                    f"became visible at {self.location.url()} and the job was aborted",
+                    **self.error_fields(NOTHING_VISIBLE),
+                ) from exc
         moves, entries, seen = [], [], set()
         for doc in manifests:
             for f in doc["files"]:
@@ -113,13 +113,11 @@ class ManifestCommitter(RenameCommitter):
                     (target, info.get("rows", 0), f["z"], info.get("partition", {}), doc["taskID"])
                 )
         replaced = self.replaced_files([self.relative(t) for _, t in moves])
-        mark = time.monotonic()
-        dirs = sorted({unquote(d["d"]) for doc in manifests for d in doc["directories"]})
-        self.parallel(self.store.mkdirs, dirs)  # job_stage_create_target_dirs
-        phases["create_target_dirs"] = time.monotonic() - mark
-        mark = time.monotonic()
-        self.move_all(moves)  # job_stage_rename_files
-        phases["rename_files"] = time.monotonic() - mark
+        with self.stage(phases, "create_target_dirs"):
+            dirs = sorted({unquote(d["d"]) for doc in manifests for d in doc["directories"]})
+            self.parallel(self.store.mkdirs, dirs)
+        with self.stage(phases, "rename_files"):
+            self.move_all(moves)
         if self.job.options.validate_output:
             self._validate(entries)
         files = [self.entry(*e) for e in entries]

@@ -206,12 +206,10 @@ class RenameCommitter(Committer):
 
         Requests are the driver's plus those the tasks reported.
         """
-        mark = time.monotonic()
-        self._delete_replaced(replaced)
-        phases["replace_delete"] = time.monotonic() - mark
-        mark = time.monotonic()
-        self.cleanup_job_dir()
-        phases["cleanup"] = time.monotonic() - mark
+        with self.stage(phases, "replace_delete"):
+            self._delete_replaced(replaced)
+        with self.stage(phases, "cleanup"):
+            self.cleanup_job_dir()
         phases["job_commit"] = time.monotonic() - started
         partitions = sorted({partition_of(self.relative(e["key"])) for e in entries})
         requests = Counter(self.store.counters.snapshot())

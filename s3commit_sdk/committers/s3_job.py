@@ -172,9 +172,8 @@ class S3Committer(Committer):
         except BaseException as exc:
             self._abort_noting(messages, exc)
             raise
-        mark = time.monotonic()
-        etags = self._complete_all(journal.commits, messages)
-        phases["complete_uploads"] = time.monotonic() - mark
+        with self.stage(phases, "complete_uploads"):
+            etags = self._complete_all(journal.commits, messages)
         try:
             return self._after_completion(journal, etags, messages, pendingsets, phases, started)
         except KeyboardInterrupt as interrupt:
@@ -195,21 +194,24 @@ class S3Committer(Committer):
         phases: dict[str, float],
         started: float,
     ) -> JobOutcome:
-        mark = time.monotonic()
-        if journal.replaced:
-            try:
-                self.store.delete_keys(self.location.bucket, journal.replaced)
-            except S3CommitError as exc:
-                raise CommitError(
-                    f"job {self.job.job_id}: the new files are visible at {self.location.url()} "
-                    f"but deleting the {len(journal.replaced)} replaced objects failed ({exc}); "
-                    "old and new data may both be visible and the destination stays locked. "
-                    f"Finish the commit with `s3commit recover {self.location.url()}` (or undo "
-                    f"it with `s3commit abort {self.location.url()}`).",
-                    **self.error_fields(MIXED_VISIBLE, "recover"),
-                ) from exc
-        phases["replace_delete"] = time.monotonic() - mark
+        with self.stage(phases, "replace_delete"):
+            self._delete_replaced(journal.replaced)
         return self.finish_commit(journal, etags, messages, pendingsets, phases, started)
+
+    def _delete_replaced(self, replaced: list[str]) -> None:
+        if not replaced:
+            return
+        try:
+            self.store.delete_keys(self.location.bucket, replaced)
+        except S3CommitError as exc:
+            url = self.location.url()
+            raise CommitError(
+                f"job {self.job.job_id}: the new files are visible at {url} but deleting the "
+                f"{len(replaced)} replaced objects failed ({exc}); old and new data may both be "
+                "visible and the destination stays locked. Finish the commit with "
+                f"`s3commit recover {url}` (or undo it with `s3commit abort {url}`).",
+                **self.error_fields(MIXED_VISIBLE, "recover"),
+            ) from exc
 
     def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
         """Abort while ``cause`` propagates; what happened goes into its notes, never raised."""
@@ -244,14 +246,13 @@ class S3Committer(Committer):
         """
         commits = journal.commits
         files = [self._file_entry(c, etags[c.uploadId]) for c in commits]
-        mark = time.monotonic()
-        self._finishing(
-            "cleaning up its pending uploads and hidden files",
-            self.cleanup,
-            messages,
-            {c.uploadId for c in commits},
-        )
-        phases["cleanup"] = time.monotonic() - mark
+        with self.stage(phases, "cleanup"):
+            self._finishing(
+                "cleaning up its pending uploads and hidden files",
+                self.cleanup,
+                messages,
+                {c.uploadId for c in commits},
+            )
         phases["job_commit"] = time.monotonic() - started
         requests = self._request_counts(pendingsets)
         if journal.markSuccess:
@@ -319,13 +320,12 @@ class S3Committer(Committer):
                 raise self._concurrent_commit_error(uploads_aborted=True)
             self._marker_owned = True
 
-        mark = time.monotonic()
-        new_keys = {c.destinationKey for c in commits}
-        partitions = {self._partition_path(c) for c in commits}
-        replaced = [
-            o for o in self.conflict.replaced(self.visible, partitions) if o not in new_keys
-        ]
-        phases["conflict_resolution"] = time.monotonic() - mark
+        with self.stage(phases, "conflict_resolution"):
+            new_keys = {c.destinationKey for c in commits}
+            partitions = {self._partition_path(c) for c in commits}
+            replaced = [
+                o for o in self.conflict.replaced(self.visible, partitions) if o not in new_keys
+            ]
         journal = Journal(
             jobId=self.job.job_id,
             destination=self.location.url(),

@@ -17,7 +17,8 @@ from ..errors import UnsupportedSessionError
 from ..formats import commit_totals
 from ..options import parse_duration
 from ..progress import ProgressTracker
-from ..protocol import JobContext, execute_task
+from ..protocol import JobContext
+from ..runner import execute_task
 from .spark import RESULT_SCHEMA, spark_schema_to_arrow
 
 #: Session methods without which a Connect write cannot keep its guarantees.

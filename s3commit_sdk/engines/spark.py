@@ -17,7 +17,8 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError
 from ..formats import commit_totals
 from ..progress import ProgressTracker, reporting_to
-from ..protocol import JobContext, execute_task
+from ..protocol import JobContext
+from ..runner import execute_task
 from ..sparktypes import canonical_schema
 from .task_reports import ReportInbox, TaskReporter
 
