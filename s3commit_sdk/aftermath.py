@@ -16,6 +16,8 @@ from .formats import CommitMarker
 from .layout import job_hidden_prefixes, marker_key
 from .paths import S3Location
 from .progress import Failure
+from .store import S3Store
+from .uploads import job_of_key
 
 NOTE_PREFIX = "s3commit: "
 
@@ -60,7 +62,6 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
 
 
 def _left_by(job: Any) -> dict[str, Any]:
-    from .store import S3Store
 
     location, job_id = job.location, job.job_id
     store = S3Store(job.settings, pool_size=2)
@@ -74,7 +75,7 @@ def _left_by(job: Any) -> dict[str, Any]:
         except S3CommitError:  # released between the HEAD and the GET, or unreadable
             locked = False
     return {
-        "pending_uploads": sum(1 for u in pending if job_id in u.key),
+        "pending_uploads": sum(1 for u in pending if job_of_key(u.key) == job_id.lower()),
         "hidden_files": sum(1 for p in hidden for _ in store.list_objects(location.bucket, p)),
         "locked": locked,
     }

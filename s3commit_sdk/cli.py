@@ -20,7 +20,7 @@ import botocore.exceptions
 from . import recovery
 from . import uploads as up
 from .errors import InvalidArgumentError, S3CommitError
-from .options import resolve_options
+from .options import parse_int, resolve_options
 from .paths import parse_s3_url
 from .redaction import RedactingFilter, redacted_logs
 from .store import S3Settings
@@ -45,19 +45,9 @@ def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
     return read
 
 
-def _whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` reading a whole number of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
+def _whole_number(name: str, minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` reading a whole number of at least ``minimum`` (as options do)."""
+    return _argument(lambda text: parse_int(name, text, minimum))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     expect.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
     expect.add_argument(
-        "count", metavar="N", type=_whole_number(0), help="expected number of uploads"
+        "count", metavar="N", type=_whole_number("N", 0), help="expected number of uploads"
     )
     expect.set_defaults(handler=_uploads_expect)
 
@@ -131,7 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lifecycle.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
     lifecycle.add_argument(
-        "--abort-incomplete-days", type=_whole_number(1), required=True, metavar="N", dest="days"
+        "--abort-incomplete-days",
+        type=_whole_number("--abort-incomplete-days", 1),
+        required=True,
+        metavar="N",
+        dest="days",
     )
     lifecycle.add_argument(
         "--longest-job",

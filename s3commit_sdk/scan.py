@@ -87,14 +87,15 @@ def list_table(
     files, layouts, delta = [], set(), False
     for info in store.list_objects(location.bucket, location.dir_prefix):
         relpath = location.relative(info.key)
-        delta = delta or relpath.startswith(DELTA_LOG)
+        if relpath.startswith(DELTA_LOG):
+            if fmt is None:  # the log names the files: no need to list the rest
+                return _delta_listing(store, location, version)
+            delta = True
         if not relpath or relpath.endswith("/") or is_hidden(relpath):
             continue
         names, values = parse_directories(relpath)
         layouts.add(tuple(names))
         files.append(TableFile(info.key, info.size, tuple(values)))
-    if delta and fmt is None:
-        return _delta_listing(store, location, version)
     if version is not None:
         raise InvalidArgumentError(
             f"versionAsOf reads a version of a Delta table; {location.url()} is read as {fmt}"

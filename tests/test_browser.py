@@ -19,8 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import nbformat
 import pytest
 from conftest import BUCKET, pending_uploads
 
-from s3commit_sdk.testing.sandbox import free_port
+from s3commit_sdk.testing.sandbox import free_port, wait_until_answers
 
 pytestmark = pytest.mark.browser
 
@@ -108,6 +106,14 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def started(what: str, url: str, process: subprocess.Popen, timeout_s: float, log: Path) -> None:
+    """Wait for a server of the test to answer; if it never does, fail with its log."""
+    try:
+        wait_until_answers(url, process, timeout_s, what)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}\n{log.read_text()}")
+
+
 def stop(process: subprocess.Popen, log) -> None:
     """Stop Voila (its process group) and the kernels it started, by PID."""
     kernels = children_of(process.pid)
@@ -167,17 +173,7 @@ def voila(tmp_path, s3, dest):
     )
     try:
         url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "voila/static/", timeout=2).close()
-                break
-            except urllib.error.HTTPError:
-                break  # Voila answers: it is up
-            except OSError:
-                assert process.poll() is None, (tmp_path / "voila.log").read_text()
-                assert time.monotonic() < deadline, "Voila did not start within 60 s"
-                time.sleep(0.3)
+        started("Voila", url + "voila/static/", process, 60, tmp_path / "voila.log")
         yield url, leftovers, key
     finally:
         stop(process, log)
@@ -370,15 +366,7 @@ def jupyterlab(tmp_path):
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).close()
-                break
-            except OSError:
-                assert process.poll() is None, (tmp_path / "lab.log").read_text()
-                assert time.monotonic() < deadline, "JupyterLab did not start within 90 s"
-                time.sleep(0.5)
+        started("JupyterLab", f"{base}/api/status?token={token}", process, 90, tmp_path / "lab.log")
         yield f"{base}/lab/tree/lab.ipynb?token={token}&reset"
     finally:
         stop(process, log)

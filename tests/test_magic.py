@@ -322,14 +322,18 @@ def three_parts_at_most(monkeypatch):
     return pa.table({"blob": [os.urandom(MIB) for _ in range(20)]})
 
 
-def test_staging_raises_the_part_size_of_a_file_over_the_part_limit(s3, dest, three_parts_at_most):
-    write_committed(
-        three_parts_at_most,
+def write_in_5m_parts(table: pa.Table, dest, committer: str):
+    return write_committed(
+        table,
         dest.url,
-        committer="directory",
+        committer=committer,
         options={"multipart.size": "5M", "tasks": 1},
         progress=False,
     )
+
+
+def test_staging_raises_the_part_size_of_a_file_over_the_part_limit(s3, dest, three_parts_at_most):
+    write_in_5m_parts(three_parts_at_most, dest, "directory")
     (key,) = visible_keys(s3, dest.dir)
     head = s3.head_object(Bucket=BUCKET, Key=key)
     assert head["ETag"].strip('"').endswith("-3") and head["ContentLength"] > 20 * MIB
@@ -337,11 +341,5 @@ def test_staging_raises_the_part_size_of_a_file_over_the_part_limit(s3, dest, th
 
 def test_magic_stops_a_file_at_the_part_limit_and_leaves_nothing(s3, dest, three_parts_at_most):
     with pytest.raises(InvalidArgumentError, match=r"limit of 3 parts of multipart\.size=5242880"):
-        write_committed(
-            three_parts_at_most,
-            dest.url,
-            committer="magic",
-            options={"multipart.size": "5M", "tasks": 1},
-            progress=False,
-        )
+        write_in_5m_parts(three_parts_at_most, dest, "magic")
     assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []

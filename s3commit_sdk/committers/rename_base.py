@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -113,8 +114,9 @@ class RenameCommitter(Committer):
             self._abort_noting(messages, exc)
             raise
 
+    @abstractmethod
     def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
-        raise NotImplementedError
+        """The committer's own job commit; any failure is aborted by :meth:`commit_job`."""
 
     def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
         """Abort while ``cause`` propagates; a failing abort goes into its notes, never raised."""

@@ -7,7 +7,7 @@ pending uploads (the pendingset); job commit completes them.
 
 from __future__ import annotations
 
-import contextlib
+import glob
 import os
 import shutil
 import threading
@@ -74,29 +74,19 @@ class DirectoryStagingCommitter(S3Committer):
         return name.removesuffix(".pendingset") if name.endswith(".pendingset") else None
 
     def attempt_dir(self, task: TaskAttemptContext) -> str:
-        return os.path.join(self.job.options.buffer_dir, self.job.job_id, task.attempt_id)
+        """Directly in the buffer directory, which no attempt removes: attempts of one job on one
+        host never race over a shared job directory."""
+        return os.path.join(self.job.options.buffer_dir, f"{self.job.job_id}_{task.attempt_id}")
 
     def setup_task(self, task: TaskAttemptContext) -> OutputSink:
         root = self.attempt_dir(task)
         shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
         private_dir(self.job.options.buffer_dir)
-        for _ in range(10):
-            os.makedirs(os.path.dirname(root), mode=0o700, exist_ok=True)
-            try:
-                os.mkdir(root, mode=0o700)
-                break
-            except FileNotFoundError:  # another attempt's _drop_local removed the empty job dir
-                continue
-        else:
-            os.mkdir(root, mode=0o700)  # the race lost ten times in a row: its error, at last
+        os.mkdir(root, mode=0o700)
         return LocalDirSink(root)
 
     def _drop_local(self, task: TaskAttemptContext) -> None:
-        """The attempt's directory, and the job's on this host once no other attempt uses it."""
-        root = self.attempt_dir(task)
-        shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):  # not empty: another attempt still writes here
-            os.rmdir(os.path.dirname(root))
+        shutil.rmtree(self.attempt_dir(task), ignore_errors=True)
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
         partitions = {partition_of(f.relpath) for f in files}
@@ -160,8 +150,9 @@ class DirectoryStagingCommitter(S3Committer):
         try:
             super().cleanup(messages, committed)
         finally:
-            job_dir = os.path.join(self.job.options.buffer_dir, self.job.job_id)
-            shutil.rmtree(job_dir, ignore_errors=True)
+            pattern = os.path.join(glob.escape(self.job.options.buffer_dir), f"{self.job.job_id}_*")
+            for attempt_dir in glob.glob(pattern):
+                shutil.rmtree(attempt_dir, ignore_errors=True)
 
     def abort_task(self, task: TaskAttemptContext) -> None:
         """Delete the local data and abort every upload this attempt initiated."""

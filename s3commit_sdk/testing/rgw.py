@@ -134,12 +134,10 @@ class RGWServer(LocalS3Server):
         atexit.register(self._stop_at_exit)
         try:
             self._boot(time.monotonic() + self.timeout)
-            self._export_env()
-            if self.bucket:
-                self.client().create_bucket(Bucket=self.bucket)
         except BaseException:
             self.stop()
             raise
+        self._serve()
         return self
 
     def _boot(self, deadline: float) -> None:

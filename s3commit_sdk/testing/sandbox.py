@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -35,6 +36,28 @@ DUMMY_ENV = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+def wait_until_answers(url: str, process: subprocess.Popen, timeout_s: float, what: str) -> None:
+    """Return once ``url`` answers (an HTTP error is an answer too); RuntimeError when
+    ``process`` exits first or ``timeout_s`` runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"{what} exited with {process.returncode} before answering at {url}"
+                ) from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{what} did not answer at {url} within {timeout_s:.0f} s"
+                ) from None
+            time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -74,6 +97,17 @@ class LocalS3Server:
 
     def stop(self) -> None:
         raise NotImplementedError
+
+    def _serve(self) -> None:
+        """Once the server answers: the environment exported and the bucket created, or the
+        server stopped again."""
+        try:
+            self._export_env()
+            if self.bucket:
+                self.client().create_bucket(Bucket=self.bucket)
+        except BaseException:
+            self.stop()
+            raise
 
     def _export_env(self) -> None:
         if self.export:
@@ -150,23 +184,12 @@ class S3Sandbox(LocalS3Server):
             start_new_session=True,  # Ctrl-C / Kernel > Interrupt go to our group, not to it
         )
         atexit.register(self.stop)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto server did not start on {self.endpoint}") from None
-                time.sleep(0.1)
-        self._export_env()
         try:
-            if self.bucket:
-                self.client().create_bucket(Bucket=self.bucket)
-        except BaseException:
+            wait_until_answers(f"{self.endpoint}/moto-api/", self.process, 30, "moto server")
+        except RuntimeError:
             self.stop()
             raise
+        self._serve()
         return self
 
     def stop(self) -> None:
