@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from s3commit_sdk.committers import make_committer
 from s3commit_sdk.formats import PendingSet, PendingUpload
-from s3commit_sdk.protocol import JobContext
+from s3commit_sdk.protocol import JobContext, TaskCommit, TaskSummary
 
 from .harness import BUCKET, MIB, Endpoint, Record, Run, aggregate
 
@@ -23,7 +23,7 @@ TASKS = 16
 SOURCE_KEY = "scaling-source.bin"
 
 
-def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) -> list[str]:
+def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) -> list[TaskCommit]:
     """Pending uploads for ``files`` files of ``file_bytes`` each; the tasks' messages."""
     client = endpoint.client(threads=32)
     client.put_object(Bucket=BUCKET, Key=SOURCE_KEY, Body=b"\0" * file_bytes)
@@ -60,17 +60,20 @@ def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) ->
         task_id = f"task_{task:05d}"
         mine = [c for c in commits if c.taskId == task_id]
         if mine:
-            messages.append(PendingSet(job.job_id, task_id, f"{task_id}_0", mine).to_json())
+            attempt = f"{task_id}_0"
+            summary = TaskSummary(len(mine), len(mine) * file_bytes, len(mine))
+            payload = PendingSet(job.job_id, task_id, attempt, mine).to_dict()
+            messages.append(TaskCommit(task_id, attempt, summary, payload))
     return messages
 
 
 RAW = "raw boto3 complete"
 
 
-def complete_raw(endpoint: Endpoint, messages: list[str], threads: int) -> int:
+def complete_raw(endpoint: Endpoint, messages: list[TaskCommit], threads: int) -> int:
     """The store's limit for a job commit: only the completions, from a plain boto3 pool."""
     client = endpoint.client(threads=threads)
-    commits = [c for m in messages for c in PendingSet.from_json(m).commits]
+    commits = [c for m in messages for c in PendingSet.from_dict(m.payload).commits]
 
     def one(commit: PendingUpload) -> None:
         parts = [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(commit.etags)]
@@ -86,10 +89,12 @@ def complete_raw(endpoint: Endpoint, messages: list[str], threads: int) -> int:
     return len(commits)
 
 
-def list_once(endpoint: Endpoint, messages: list[str]) -> float:
+def list_once(endpoint: Endpoint, messages: list[TaskCommit]) -> float:
     """Seconds to list the committed keys' directory once (1000 keys a page): the least a job
     commit must add on a store whose completion answers carry no ETag (RGW), to check them."""
-    keys = sorted(c.destinationKey for m in messages for c in PendingSet.from_json(m).commits)
+    keys = sorted(
+        c.destinationKey for m in messages for c in PendingSet.from_dict(m.payload).commits
+    )
     client = endpoint.client()
     prefix = keys[0].rsplit("/", 1)[0] + "/"
     started = time.monotonic()

@@ -48,10 +48,10 @@ from .api import new_job
 from .committers import make_committer
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import struct_to_arrow
-from .errors import InvalidArgumentError, InvalidPathError
+from .errors import InvalidArgumentError, InvalidPathError, PendingSetError
 from .options import parse_size, resolve_options
 from .paths import S3Location, parse_s3_url
-from .protocol import JobContext
+from .protocol import JobContext, TaskCommit
 from .redaction import redacted_logs
 from .runner import execute_task, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
@@ -72,7 +72,8 @@ def register(spark) -> None:
 
 @dataclass
 class TaskCommitMessage(WriterCommitMessage):
-    """One task attempt's commit message, as ``write_committed``'s tasks return it."""
+    """One task attempt's commit message (an encoded :class:`TaskCommit`), as
+    ``write_committed``'s tasks return it."""
 
     message: str
 
@@ -151,24 +152,36 @@ class S3CommitWriter(DataSourceArrowWriter):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        message = execute_task(
+        commit = execute_task(
             self.job, ctx.partitionId(), ctx.attemptNumber(), iterator, self.schema
         )
-        return TaskCommitMessage(message)
+        return TaskCommitMessage(commit.encode())
 
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
-        texts = [m.message for m in messages if m is not None]
+        decoded = _decoded(messages)
         tasks = time.time() - self.tasks_from
-        phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(texts, tasks)}
+        phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(decoded, tasks)}
         with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
-            make_committer(self.job).commit_job(texts, phases)
+            make_committer(self.job).commit_job(decoded, phases)
 
     def abort(self, messages: list[TaskCommitMessage | None]) -> None:
         """Wait until Spark has destroyed the killed attempts, then abort by job UUID."""
         time.sleep(attempts_settle_seconds())
-        texts = [m.message for m in messages if m is not None]
         with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
-            make_committer(self.job).abort_job(texts)
+            make_committer(self.job).abort_job(_decoded(messages, strict=False))
+
+
+def _decoded(messages: list[TaskCommitMessage | None], strict: bool = True) -> list[TaskCommit]:
+    """The tasks' messages; an abort skips one it cannot read (its uploads are found by the
+    job's UUID)."""
+    decoded = []
+    for message in filter(None, messages):
+        try:
+            decoded.append(TaskCommit.decode(message.message))
+        except PendingSetError:
+            if strict:
+                raise
+    return decoded
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -85,19 +85,22 @@ class PendingSet:
     commits: list[PendingUpload]
     iostatistics: dict[str, Any] = field(default_factory=dict)
     version: int = PENDINGSET_VERSION
-    taskDurationSeconds: float = 0.0  # set by the task runner, for the _SUCCESS report
-    taskWriteSeconds: float = 0.0  # the part of it spent writing, before task commit
-    taskFiles: int = 0  # set by the task runner as for every committer (``TaskSummary``)
-    taskBytes: int = 0
-    taskRows: int = 0
     retries: dict[str, int] = field(default_factory=dict)  # the attempt's retries, by reason
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PendingSet:
         return _with_commits(cls, text, "pendingset")
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> PendingSet:
+        """From a decoded task commit's payload."""
+        return _commits_from(cls, raw, "pendingset")
 
     def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
         _require(self.version == PENDINGSET_VERSION, f"unknown pendingset version {self.version!r}")
@@ -112,57 +115,32 @@ class PendingSet:
             keys.add(commit.destinationKey)
 
 
-@dataclass(frozen=True)
-class TaskSummary:
-    """What every task-commit message carries, whatever its committer's own payload.
-
-    The protocol stamps it on the executor and the driver reads it back here, so progress and
-    the job's phase split never depend on one committer's message shape.
-    """
-
-    files: int = 0
-    bytes: int = 0
-    rows: int = 0
-    seconds: float = 0.0
-    write_seconds: float = 0.0
-
-    def stamp(self, message: str) -> str:
-        """``message`` (a committer's JSON object) with this summary added."""
-        doc = json.loads(message)
-        doc.update(
-            taskFiles=self.files,
-            taskBytes=self.bytes,
-            taskRows=self.rows,
-            taskDurationSeconds=round(self.seconds, 3),
-            taskWriteSeconds=round(self.write_seconds, 3),
-        )
-        return json.dumps(doc)
-
-    @classmethod
-    def read(cls, message: str) -> TaskSummary:
-        doc = json.loads(message)
-        return cls(
-            files=doc.get("taskFiles", 0),
-            bytes=doc.get("taskBytes", 0),
-            rows=doc.get("taskRows", 0),
-            seconds=doc.get("taskDurationSeconds", 0.0),
-            write_seconds=doc.get("taskWriteSeconds", 0.0),
-        )
-
-
-def commit_totals(message: str) -> tuple[int, int]:
-    """Files and bytes of one task's commit message, for progress reports."""
-    summary = TaskSummary.read(message)
-    return summary.files, summary.bytes
-
-
 def _with_commits(cls, text: str | bytes, what: str):
     """Parse a document holding a ``commits`` list; any structural fault is a typed error."""
     try:
         raw = json.loads(text)
+    except ValueError as exc:
+        raise PendingSetError(f"malformed {what}: {exc}") from exc
+    return _commits_from(cls, raw, what)
+
+
+#: fields the task runner once stamped into saved pendingsets (now in ``TaskSummary``): an
+#: older job's metadata still carries them, and ``s3commit recover`` must still read it
+_FORMER_PENDINGSET_FIELDS = (
+    "taskDurationSeconds",
+    "taskWriteSeconds",
+    "taskFiles",
+    "taskBytes",
+    "taskRows",
+)
+
+
+def _commits_from(cls, raw: Any, what: str):
+    try:
         _require(isinstance(raw, dict), f"a {what} must be a JSON object")
-        commits = [PendingUpload(**c) for c in raw.pop("commits")]
-        return cls(commits=commits, **raw)
+        fields = {k: v for k, v in raw.items() if k not in _FORMER_PENDINGSET_FIELDS}
+        commits = [PendingUpload(**c) for c in fields.pop("commits")]
+        return cls(commits=commits, **fields)
     except PendingSetError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -7,14 +7,16 @@ runs the protocol (:mod:`.runner` does) or knows a committer (:mod:`.committers`
 
 from __future__ import annotations
 
+import json
 import uuid
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from .errors import PendingSetError
 from .options import CommitOptions, resolve_options
 from .paths import FsLocation, S3Location, parse_s3_url
 from .stages import timed_stage
@@ -91,6 +93,53 @@ class WrittenFile:
     footer: Any = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class TaskSummary:
+    """What every task attempt reports, whatever its committer: progress and the job's phase
+    split read it, never a committer's own payload."""
+
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    write_seconds: float = 0.0  # the part of ``seconds`` spent writing, before task commit
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    """One task attempt's commit message: its summary and its committer's own payload.
+
+    Seed 003: the message a committed task attempt sends the driver. It travels as one JSON
+    string (:meth:`encode` on the executor, inside Spark's task results) and is decoded once,
+    by the engine on the driver, into this type; committers read only ``payload``.
+    """
+
+    task_id: str
+    attempt_id: str
+    summary: TaskSummary
+    payload: dict[str, Any]
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> TaskCommit:
+        """Any structural fault is a typed error: the message decides what job commit makes
+        visible."""
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict) or not isinstance(raw.get("payload"), dict):
+                raise ValueError("not a task commit message object with a payload object")
+            return cls(
+                task_id=str(raw["task_id"]),
+                attempt_id=str(raw["attempt_id"]),
+                summary=TaskSummary(**raw["summary"]),
+                payload=raw["payload"],
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PendingSetError(f"malformed task commit message: {exc}") from exc
+
+
 @dataclass
 class JobOutcome:
     """What job commit produced, for the result and the ``_SUCCESS`` report."""
@@ -116,14 +165,15 @@ class Committer(ABC):
     def setup_task(self, task: TaskAttemptContext) -> OutputSink: ...
 
     @abstractmethod
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
-        """Make the attempt's output committable; return the commit message (JSON)."""
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
+        """Make the attempt's output committable; return its payload (a JSON object) for the
+        task's :class:`TaskCommit`."""
 
     @abstractmethod
     def abort_task(self, task: TaskAttemptContext) -> None: ...
 
     @abstractmethod
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_job(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         """Commit, or on failure abort where that is safe, then raise.
 
         Only the committer knows: the rename committers always abort; the S3 committers abort
@@ -132,7 +182,7 @@ class Committer(ABC):
         """
 
     @abstractmethod
-    def abort_job(self, messages: list[str]) -> None: ...
+    def abort_job(self, messages: list[TaskCommit]) -> None: ...
 
     def stage(self, phases: dict[str, float], name: str) -> AbstractContextManager[None]:
         """A named step of this job's commit, timed into ``phases`` (see :mod:`.stages`)."""

@@ -22,7 +22,7 @@ from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetEr
 from .formats import CommitMarker, Journal, PendingSet, PendingUpload, parse_success
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
-from .protocol import JobContext
+from .protocol import JobContext, TaskCommit, TaskSummary
 from .stages import timed_stage
 from .store import PendingUploadInfo, S3Settings, S3Store
 from .store.s3 import multipart_etag
@@ -182,7 +182,7 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
             report.deleted = replaced
     committer = state.committer()
     pendingsets = _committed_pendingsets(committer, journal)
-    messages = [p.to_json() for p in pendingsets]
+    messages = [_as_message(p) for p in pendingsets]
     committer.finish_commit(journal, etags, messages, pendingsets, phases, started)
     report.aborted_uploads = committer.aborted_uploads
     if journal.markSuccess:
@@ -409,6 +409,17 @@ def _success_job(store: S3Store, location: S3Location) -> str | None:
     except (S3CommitError, ValueError):
         return None
     return doc.get("jobId") if doc else None
+
+
+def _as_message(pendingset: PendingSet) -> TaskCommit:
+    """The commit message the attempt sent, rebuilt from its saved pendingset (only its
+    duration is lost)."""
+    summary = TaskSummary(
+        files=len(pendingset.commits),
+        bytes=sum(c.length for c in pendingset.commits),
+        rows=sum(c.rows for c in pendingset.commits),
+    )
+    return TaskCommit(pendingset.taskId, pendingset.taskAttemptId, summary, pendingset.to_dict())
 
 
 def _committed_pendingsets(committer, journal: Journal) -> list[PendingSet]:

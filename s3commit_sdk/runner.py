@@ -23,10 +23,9 @@ from .errors import (
     first_line,
     from_task_failure,
 )
-from .formats import TaskSummary
 from .paths import S3Location
 from .progress import ProgressTracker, job_seconds
-from .protocol import JobContext, JobOutcome, TaskAttemptContext
+from .protocol import JobContext, JobOutcome, TaskAttemptContext, TaskCommit, TaskSummary
 from .redaction import redacted_logs
 from .writers import write_task_output
 
@@ -39,10 +38,11 @@ def execute_task(
     attempt: int,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema | None = None,
-) -> str:
+) -> TaskCommit:
     """One task attempt: write, then commit, or abort on any failure (and re-raise).
 
-    Its logs are redacted too: on Spark it runs in a Python worker, not the driver's process.
+    Engines that run it in another process send the result's :meth:`~TaskCommit.encode`. Its
+    logs are redacted too: on Spark it runs in a Python worker, not the driver's process.
     """
     with redacted_logs(job.settings.secret_key, job.settings.session_token):
         return _attempt(job, partition, attempt, batches, schema)
@@ -54,7 +54,7 @@ def _attempt(
     attempt: int,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema | None,
-) -> str:
+) -> TaskCommit:
     started = time.monotonic()
     task = TaskAttemptContext(job, partition, attempt)
     committer = make_committer(job)
@@ -62,21 +62,22 @@ def _attempt(
     try:
         files = write_task_output(job, task, batches, sink, schema)
         written = time.monotonic()
-        message = committer.commit_task(task, files)
+        payload = committer.commit_task(task, files)
         summary = TaskSummary(
             files=len(files),
             bytes=sum(f.size for f in files),
             rows=sum(f.rows for f in files),
-            seconds=time.monotonic() - started,
-            write_seconds=written - started,
+            seconds=round(time.monotonic() - started, 3),
+            write_seconds=round(written - started, 3),
         )
-        return summary.stamp(message)
+        return TaskCommit(task.task_id, task.attempt_id, summary, payload)
     except BaseException:
         _best_effort(committer.abort_task, task, what=f"aborting {task.attempt_id}")
         raise
 
 
-RunTasks = Callable[[JobContext, ProgressTracker], list[str]]
+#: an engine: runs every task and returns one decoded commit message per task
+RunTasks = Callable[[JobContext, ProgressTracker], list[TaskCommit]]
 
 
 def execute_job(
@@ -108,7 +109,7 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
     tracker.update(phase="setup")
     committer.setup_job()
     phases["job_setup"] = time.monotonic() - started
-    messages: list[str] = []
+    messages: list[TaskCommit] = []
     try:
         mark = time.monotonic()
         tracker.update(phase="writing")
@@ -136,10 +137,10 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
     return committer.commit_job(messages, phases)
 
 
-def split_task_phase(messages: list[str], wall: float) -> dict[str, float]:
+def split_task_phase(messages: list[TaskCommit], wall: float) -> dict[str, float]:
     """The tasks phase's wall time, split into writing and task commit as the tasks spent it."""
     write = commit = 0.0
-    for summary in map(TaskSummary.read, messages):
+    for summary in (m.summary for m in messages):
         write += summary.write_seconds
         commit += max(summary.seconds - summary.write_seconds, 0.0)
     if write + commit <= 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import threading
 import time
@@ -144,8 +146,9 @@ def test_marker_create_that_landed_but_was_not_acknowledged(proxy, s3, s3_server
         lambda doc: doc["commits"][0].update(destinationKey="elsewhere/evil.parquet"),
         lambda doc: doc.update(jobId="another-job"),
         lambda doc: doc["commits"][0].update(etags=[]),
+        lambda doc: doc.update(taskAttemptId="task_00000_0"),  # the other task's attempt
     ],
-    ids=["outside-destination", "foreign-job", "no-parts"],
+    ids=["outside-destination", "foreign-job", "no-parts", "other-attempt"],
 )
 def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, committer, tamper):
     """Job commit validates every task's pendingset; a bad one aborts the whole job."""
@@ -162,10 +165,10 @@ def test_tampered_pendingset_is_rejected_and_its_uploads_aborted(s3, dest, commi
     batch = pa.record_batch({"id": list(range(10))})
     messages = [execute_task(job, i, 0, [batch]) for i in range(2)]
     assert len(pending_uploads(s3, dest.dir)) == 2
-    doc = json.loads(messages[1])
+    doc = copy.deepcopy(messages[1].payload)
     tamper(doc)
     with pytest.raises(PendingSetError):
-        driver.commit_job([messages[0], json.dumps(doc)], {})
+        driver.commit_job([messages[0], dataclasses.replace(messages[1], payload=doc)], {})
     assert pending_uploads(s3, dest.dir) == [] and list_keys(s3, dest.dir) == []
 
 

@@ -10,14 +10,14 @@ The job directory is ``_temporary/<job UUID>`` rather than a reused ``_temporary
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
+from typing import Any
 
 from .. import layout
 from ..paths import S3Location
-from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
+from ..protocol import JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
 from .rename_base import RenameCommitter
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class ClassicCommitter(RenameCommitter):
             warnings.warn(S3_WARNING, stacklevel=2)
         super().setup_job()
 
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         self.check_task_conflicts([f.relpath for f in files])
         source = self.attempt_dir(task)
         if self.version == 1:  # rename the attempt directory to the committed-task directory
@@ -60,13 +60,10 @@ class ClassicCommitter(RenameCommitter):
             self.store.rename_dir(source, target)
         else:  # v2: merge the attempt's files into the destination now
             self._merge(source)
-        return json.dumps(
-            {
-                "task": task.task_id,
-                "files": [[f.relpath, f.rows, f.size, f.partition] for f in files],
-                "requests": self.store.counters.snapshot(),
-            }
-        )
+        return {
+            "files": [[f.relpath, f.rows, f.size, f.partition] for f in files],
+            "requests": self.store.counters.snapshot(),
+        }
 
     def _merge(self, *sources: str) -> None:
         """mergePaths: every file under each source to the same relative path in the dest, in
@@ -80,22 +77,21 @@ class ClassicCommitter(RenameCommitter):
             self.store.mkdirs(directory)
         self.move_all(moves)
 
-    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_files(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         """v1 merges every committed task now; v2 tasks merged already. Replaced files go last:
         a job that fails before never loses the old data (v2 may leave new files beside it)."""
         started = time.monotonic()
-        results = [json.loads(m) for m in messages]
-        relpaths = [f[0] for r in results for f in r["files"]]
+        relpaths = [f[0] for m in messages for f in m.payload["files"]]
         replaced = self.replaced_files(relpaths)
         with self.stage(phases, "merge"):
             if self.version == 1:
-                self._merge(*(self.committed_dir(r["task"]) for r in results))
+                self._merge(*(self.committed_dir(m.task_id) for m in messages))
         entries = [
-            self.entry(self.path(rel), rows, size, partition, r["task"])
-            for r in results
-            for rel, rows, size, partition in r["files"]
+            self.entry(self.path(rel), rows, size, partition, m.task_id)
+            for m in messages
+            for rel, rows, size, partition in m.payload["files"]
         ]
-        tasks = [r["requests"] for r in results]
-        durations = {r["task"]: r.get("taskDurationSeconds", 0.0) for r in results}
+        tasks = [m.payload["requests"] for m in messages]
+        durations = {m.task_id: m.summary.seconds for m in messages}
         json_success = self.job.options.success_json
         return self.finish(entries, replaced, phases, started, json_success, tasks, durations)

@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgumentError,
 )
 from ..formats import Journal, PendingSet, PendingUpload
-from ..protocol import JobContext, JobOutcome, TaskAttemptContext, WrittenFile
+from ..protocol import JobContext, JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
 from .conflict import DirectoryConflict, PartitionConflict
 from .magic import MagicCommitter
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
@@ -125,7 +125,7 @@ class DeltaJob:
         return self._table.version() if self._table is not None else None
 
     # -- task side: statistics from the footers the writers kept ---------------------------------
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         missing = [f.relpath for f in files if f.footer is None]
         if missing:
             raise CommitError(f"no Parquet footer for {missing[0]!r}: a Delta file needs one")
@@ -146,7 +146,7 @@ class DeltaJob:
         }
 
     def _begin_commit(
-        self, commits: list[PendingUpload], messages: list[str], phases: dict[str, float]
+        self, commits: list[PendingUpload], messages: list[TaskCommit], phases: dict[str, float]
     ) -> Journal:
         unmeasured = [c.destinationKey for c in commits if STATS_KEY not in c.extraData]
         if unmeasured:
@@ -158,7 +158,7 @@ class DeltaJob:
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[str],
+        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
         phases: dict[str, float],
         started: float,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 import pyarrow as pa
 
@@ -236,7 +237,7 @@ class MagicCommitter(S3Committer):
         self._sink = MagicSink(self, task)
         return self._sink
 
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         sink = self._sink
         assert sink is not None, "setup_task was not called"
         partitions = {partition_of(f.relpath) for f in files}
@@ -249,7 +250,7 @@ class MagicCommitter(S3Committer):
         )
         self.save_pendingset(pendingset)
         sink.pool.shutdown(wait=True)
-        return pendingset.to_json()
+        return pendingset.to_dict()
 
     def abort_task(self, task: TaskAttemptContext) -> None:
         """Abort every upload of this attempt: the ones it opened and any its .pending name.

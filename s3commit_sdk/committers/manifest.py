@@ -13,14 +13,14 @@ the winner's manifest.
 
 from __future__ import annotations
 
-import json
 import time
+from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import layout
 from ..errors import NOTHING_VISIBLE, CommitError, PendingSetError
 from ..formats import load_task_manifest, task_manifest
-from ..protocol import JobOutcome, TaskAttemptContext, WrittenFile
+from ..protocol import JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
 from .conflict import PartitionConflict
 from .rename_base import RenameCommitter
 
@@ -43,7 +43,7 @@ class ManifestCommitter(RenameCommitter):
         self.store.mkdirs(f"{self.job_dir}/tasks")
         self.store.mkdirs(f"{self.job_dir}/manifests")
 
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         self.check_task_conflicts([f.relpath for f in files])
         root = self.attempt_dir(task)
         written = {f.relpath: f for f in files}
@@ -76,19 +76,19 @@ class ManifestCommitter(RenameCommitter):
         self.store.write_bytes(temporary, manifest.encode())
         self.store.delete(final)
         self.store.rename(temporary, final)
-        return json.dumps({"manifest": final, "task": task.task_id, "attempt": task.attempt_id})
+        return {"manifest": final}
 
-    def _load(self, message: str) -> dict:
-        pointer = json.loads(message)
+    def _load(self, message: TaskCommit) -> dict:
+        manifest = message.payload["manifest"]
         expected = f"{self.job_dir}/manifests/"
-        if not pointer["manifest"].startswith(expected):
-            raise PendingSetError(f"manifest {pointer['manifest']!r} is outside {expected!r}")
-        doc = load_task_manifest(self.store.read_bytes(pointer["manifest"]), self.job.job_id)
-        if doc["taskAttemptID"] != pointer["attempt"]:
-            raise PendingSetError(f"manifest of {doc['taskAttemptID']}, not {pointer['attempt']}")
+        if not manifest.startswith(expected):
+            raise PendingSetError(f"manifest {manifest!r} is outside {expected!r}")
+        doc = load_task_manifest(self.store.read_bytes(manifest), self.job.job_id)
+        if doc["taskAttemptID"] != message.attempt_id:
+            raise PendingSetError(f"manifest of {doc['taskAttemptID']}, not {message.attempt_id}")
         return doc
 
-    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_files(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         started = time.monotonic()
         with self.stage(phases, "load_manifests"):
             try:
@@ -122,9 +122,7 @@ class ManifestCommitter(RenameCommitter):
             self._validate(entries)
         files = [self.entry(*e) for e in entries]
         tasks = [doc["iostatistics"]["counters"] for doc in manifests]
-        durations = {
-            p["task"]: p.get("taskDurationSeconds", 0.0) for p in map(json.loads, messages)
-        }
+        durations = {m.task_id: m.summary.seconds for m in messages}
         return self.finish(files, replaced, phases, started, True, tasks, durations)
 
     def _validate(self, entries: list[tuple]) -> None:

@@ -27,7 +27,14 @@ from ..errors import (
 )
 from ..layout import SUCCESS_MARKER, is_hidden, temporary_dir
 from ..paths import S3Location
-from ..protocol import Committer, JobContext, JobOutcome, OutputSink, TaskAttemptContext
+from ..protocol import (
+    Committer,
+    JobContext,
+    JobOutcome,
+    OutputSink,
+    TaskAttemptContext,
+    TaskCommit,
+)
 from ..store.rename import LocalStore, RenameStore, open_rename_store
 from .conflict import DirectoryConflict, partition_of
 from .report import build_success
@@ -102,7 +109,7 @@ class RenameCommitter(Committer):
         self.conflict.check_task(self.visible, self.location.url(), partitions)
 
     # -- job end --------------------------------------------------------------------------------
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_job(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         """Any failure of job commit aborts the job, so no ``_temporary`` is left behind.
 
         Unlike the S3 committers there is no journal to recover from: what a failed step made
@@ -115,10 +122,10 @@ class RenameCommitter(Committer):
             raise
 
     @abstractmethod
-    def commit_files(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_files(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         """The committer's own job commit; any failure is aborted by :meth:`commit_job`."""
 
-    def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
+    def _abort_noting(self, messages: list[TaskCommit], cause: BaseException) -> None:
         """Abort while ``cause`` propagates; a failing abort goes into its notes, never raised."""
         try:
             self.abort_job(messages)
@@ -266,5 +273,5 @@ class RenameCommitter(Committer):
         if not self.store.list_files(self.temporary):
             self.store.delete(self.temporary)
 
-    def abort_job(self, messages: list[str]) -> None:
+    def abort_job(self, messages: list[TaskCommit]) -> None:
         self.cleanup_job_dir()

@@ -35,7 +35,7 @@ from ..formats import (
     PendingUpload,
     iostatistics,
 )
-from ..protocol import Committer, JobContext, JobOutcome
+from ..protocol import Committer, JobContext, JobOutcome, TaskCommit
 from ..store import S3Store
 from ..store.s3 import RequestCounters
 from .cleanup import release, remove_job_files, stop_attempts
@@ -140,12 +140,17 @@ class S3Committer(Committer):
             )
 
     # -- job commit ---------------------------------------------------------------------------
-    def load_messages(self, messages: list[str]) -> list[PendingSet]:
+    def load_messages(self, messages: list[TaskCommit]) -> list[PendingSet]:
         """Validate every pendingset; one destination key may be written by one task only."""
         loaded, owners = [], {}
         for message in messages:
-            pendingset = PendingSet.from_json(message)
+            pendingset = PendingSet.from_dict(message.payload)
             pendingset.validate(self.job.job_id, self.location.bucket, self.location.dir_prefix)
+            if pendingset.taskAttemptId != message.attempt_id:
+                raise PendingSetError(
+                    f"the message of {message.attempt_id} carries the pendingset of "
+                    f"{pendingset.taskAttemptId}"
+                )
             for commit in pendingset.commits:
                 other = owners.setdefault(commit.destinationKey, pendingset.taskId)
                 if other != pendingset.taskId:
@@ -156,7 +161,7 @@ class S3Committer(Committer):
             loaded.append(pendingset)
         return loaded
 
-    def commit_job(self, messages: list[str], phases: dict[str, float]) -> JobOutcome:
+    def commit_job(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
         """Named steps: begin (marker, listing, journal), complete, delete replaced, finish.
 
         One guarded unit: anything raised before the first completion, KeyboardInterrupt
@@ -189,7 +194,7 @@ class S3Committer(Committer):
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[str],
+        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
         phases: dict[str, float],
         started: float,
@@ -213,7 +218,7 @@ class S3Committer(Committer):
                 **self.error_fields(MIXED_VISIBLE, "recover"),
             ) from exc
 
-    def _abort_noting(self, messages: list[str], cause: BaseException) -> None:
+    def _abort_noting(self, messages: list[TaskCommit], cause: BaseException) -> None:
         """Abort while ``cause`` propagates; what happened goes into its notes, never raised."""
         url = self.location.url()
         try:
@@ -234,7 +239,7 @@ class S3Committer(Committer):
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[str],
+        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
         phases: dict[str, float],
         started: float,
@@ -259,7 +264,7 @@ class S3Committer(Committer):
             requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
         requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
         partitions = sorted({self._partition_path(c) for c in commits})
-        durations = {p.taskId: p.taskDurationSeconds for p in pendingsets}
+        durations = {m.task_id: m.summary.seconds for m in messages}
         success = build_success(
             self.job,
             self.name,
@@ -300,7 +305,7 @@ class S3Committer(Committer):
         return layout.journal_key(self.location, self.job.job_id)
 
     def _begin_commit(
-        self, commits: list[PendingUpload], messages: list[str], phases: dict[str, float]
+        self, commits: list[PendingUpload], messages: list[TaskCommit], phases: dict[str, float]
     ) -> Journal:
         """Marker first, then list what replace deletes, then the journal.
 
@@ -398,7 +403,9 @@ class S3Committer(Committer):
         return partition_of(self.location.relative(commit.destinationKey))
 
     # -- completion: verified, and rolled back truthfully --------------------------------------
-    def _complete_all(self, commits: list[PendingUpload], messages: list[str]) -> dict[str, str]:
+    def _complete_all(
+        self, commits: list[PendingUpload], messages: list[TaskCommit]
+    ) -> dict[str, str]:
         """Complete every upload in parallel, verify, and return the ETags by upload id.
 
         A completion that was sent may have made its file visible whatever the answer said, so
@@ -481,7 +488,9 @@ class S3Committer(Committer):
         """Error fields after :meth:`_roll_back`: ``s3commit abort`` unless nothing is left."""
         return self.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
 
-    def _roll_back(self, sent: list[PendingUpload], messages: list[str]) -> tuple[str | None, str]:
+    def _roll_back(
+        self, sent: list[PendingUpload], messages: list[TaskCommit]
+    ) -> tuple[str | None, str]:
         """Undo a job commit that failed before its replace deletes; say what is visible
         (a key of ``errors.VISIBLE``, None when unchecked) and in words.
 
@@ -553,7 +562,7 @@ class S3Committer(Committer):
         return dict(sorted(totals.items()))
 
     # -- abort and cleanup --------------------------------------------------------------------
-    def cleanup(self, messages: list[str], committed: set[str]) -> None:
+    def cleanup(self, messages: list[TaskCommit], committed: set[str]) -> None:
         """Abort this job's uploads that were not committed, then drop its hidden metadata.
 
         Uploads are found three ways: the commit messages, the metadata persisted by attempts
@@ -602,7 +611,7 @@ class S3Committer(Committer):
     def delete_metadata(self) -> bool:
         return True
 
-    def abort_job(self, messages: list[str]) -> None:
+    def abort_job(self, messages: list[TaskCommit]) -> None:
         self.cleanup(messages, committed=set())
         owned = [self.journal_key] if self._journal_written else []
         owned += [layout.marker_key(self.location)] if self._marker_owned else []
@@ -627,11 +636,11 @@ def load_commits_quietly(body: bytes) -> list[PendingUpload]:
         return []
 
 
-def _parse_quietly(messages: list[str | bytes]) -> list[PendingSet]:
+def _parse_quietly(messages: list[TaskCommit]) -> list[PendingSet]:
     found = []
     for message in messages:
         try:
-            found.append(PendingSet.from_json(message))
+            found.append(PendingSet.from_dict(message.payload))
         except PendingSetError:
             continue
     return found

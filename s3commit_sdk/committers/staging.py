@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 
@@ -19,7 +20,7 @@ from .. import layout
 from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
-from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
+from ..protocol import OutputSink, TaskAttemptContext, TaskCommit, WrittenFile
 from .conflict import PartitionConflict, partition_of
 from .s3_job import S3Committer
 
@@ -88,7 +89,7 @@ class DirectoryStagingCommitter(S3Committer):
     def _drop_local(self, task: TaskAttemptContext) -> None:
         shutil.rmtree(self.attempt_dir(task), ignore_errors=True)
 
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> str:
+    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         partitions = {partition_of(f.relpath) for f in files}
         self.conflict.check_task(self.visible, self.location.url(), partitions)
         root = self.attempt_dir(task)
@@ -107,7 +108,7 @@ class DirectoryStagingCommitter(S3Committer):
         )
         self.save_pendingset(pendingset)
         self._drop_local(task)
-        return pendingset.to_json()
+        return pendingset.to_dict()
 
     def _initiate(self, task: TaskAttemptContext, written: WrittenFile) -> PendingUpload:
         """Start one upload; it is never completed here."""
@@ -144,7 +145,7 @@ class DirectoryStagingCommitter(S3Committer):
 
         return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 
-    def cleanup(self, messages: list[str], committed: set[str]) -> None:
+    def cleanup(self, messages: list[TaskCommit], committed: set[str]) -> None:
         """Also drop what attempts killed mid-write left in this host's buffer directory, even
         when the S3 cleanup fails."""
         try:

@@ -14,10 +14,9 @@ import time
 import pyarrow as pa
 
 from ..errors import UnsupportedSessionError
-from ..formats import commit_totals
 from ..options import parse_duration
 from ..progress import ProgressTracker
-from ..protocol import JobContext
+from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from .spark import RESULT_SCHEMA, spark_schema_to_arrow
 
@@ -52,7 +51,7 @@ def connect_conf(df) -> dict[str, str]:
     return dict(df.sparkSession.conf.getAll)
 
 
-def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
+def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskCommit]:
     """Run one task per partition of ``df``; return one commit message per task."""
     schema = spark_schema_to_arrow(df)
     session = df.sparkSession
@@ -62,20 +61,20 @@ def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        message = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
-        yield pa.RecordBatch.from_pydict({"message": [message]})
+        commit = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
+        yield pa.RecordBatch.from_pydict({"message": [commit.encode()]})
 
     stages = _StageProgress(tracker)
     handlers = callable(getattr(session, "registerProgressHandler", None))
     if handlers:
         session.registerProgressHandler(stages)
     session.addTag(tag)
-    messages: list[str] = []
+    messages: list[TaskCommit] = []
     try:
         # results stream in partition order: files and bytes grow as tasks finish
         for row in df.mapInArrow(task, RESULT_SCHEMA).toLocalIterator():
-            messages.append(row.message)
-            stages.result(row.message)
+            messages.append(TaskCommit.decode(row.message))
+            stages.result(messages[-1])
     except BaseException:
         _settle(session, tag)
         raise
@@ -130,10 +129,9 @@ class _StageProgress:
         self.done = max(self.done, newest.num_completed_tasks)
         self.tracker.update(tasks_total=newest.num_tasks, tasks_done=max(self.done, self.results))
 
-    def result(self, message: str) -> None:
-        files, size = commit_totals(message)
+    def result(self, message: TaskCommit) -> None:
         self.results += 1
-        self.files += files
-        self.bytes += size
+        self.files += message.summary.files
+        self.bytes += message.summary.bytes
         done = max(self.done, self.results)
         self.tracker.update(tasks_done=done, files=self.files, bytes=self.bytes)

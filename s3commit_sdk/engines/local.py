@@ -15,9 +15,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError
-from ..formats import commit_totals
 from ..progress import ProgressTracker, reporting_to
-from ..protocol import JobContext
+from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from ..sparktypes import canonical_schema, conform
 
@@ -59,7 +58,9 @@ def _keeps_index(frame: pd.DataFrame) -> bool:
     return True
 
 
-def run_local_tasks(table: LocalInput, job: JobContext, tracker: ProgressTracker) -> list[str]:
+def run_local_tasks(
+    table: LocalInput, job: JobContext, tracker: ProgressTracker
+) -> list[TaskCommit]:
     """Slice the table into tasks, run them on a pool, retry each up to its attempt limit.
 
     Each task reports what it has written after every batch, so one large task moves the bar.
@@ -68,7 +69,7 @@ def run_local_tasks(table: LocalInput, job: JobContext, tracker: ProgressTracker
     """
     cancelled = threading.Event()
 
-    def attempt(partition: int, number: int, batches, schema: pa.Schema) -> str:
+    def attempt(partition: int, number: int, batches, schema: pa.Schema) -> TaskCommit:
         def report(rows: int, written: int) -> None:
             if cancelled.is_set():
                 raise TaskCancelled(f"task {partition} stopped: the job was interrupted")
@@ -76,7 +77,7 @@ def run_local_tasks(table: LocalInput, job: JobContext, tracker: ProgressTracker
 
         with reporting_to(report):
             message = execute_task(job, partition, number, batches, schema)
-        tracker.task_done(partition, *commit_totals(message))
+        tracker.task_done(partition, message.summary.files, message.summary.bytes)
         return message
 
     if isinstance(table, pa.RecordBatchReader):  # a stream can be read once: one attempt
@@ -86,7 +87,7 @@ def run_local_tasks(table: LocalInput, job: JobContext, tracker: ProgressTracker
     step = max(1, math.ceil(table.num_rows / tasks))
     tracker.update(tasks_total=tasks, rows_total=table.num_rows)
 
-    def run(partition: int) -> str:
+    def run(partition: int) -> TaskCommit:
         rows = table.slice(partition * step, step)
         for number in range(job.options.task_max_attempts):
             try:

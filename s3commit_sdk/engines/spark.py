@@ -15,9 +15,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError
-from ..formats import commit_totals
 from ..progress import ProgressTracker, reporting_to
-from ..protocol import JobContext
+from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from ..sparktypes import canonical_schema
 from .task_reports import ReportInbox, TaskReporter
@@ -99,7 +98,7 @@ def spark_conf(df) -> dict[str, str]:
     return found
 
 
-def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
+def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskCommit]:
     """One Spark task per partition of ``df``; one commit message per task.
 
     Progress comes from what Spark ran: the tasks of the job's last stage (the upstream stages
@@ -125,12 +124,13 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
         reporter = TaskReporter(address, ctx.partitionId(), ctx.attemptNumber())
         try:
             with reporting_to(reporter):
-                message = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
+                commit = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
         finally:
             reporter.close()
-        files, size = commit_totals(message)
-        finished.add({ctx.partitionId(): (files, size, reporter.rows)})
-        return message
+        finished.add(
+            {ctx.partitionId(): (commit.summary.files, commit.summary.bytes, reporter.rows)}
+        )
+        return commit.encode()
 
     def task(batches):
         yield pa.RecordBatch.from_pydict({"message": [run_task(batches)]})
@@ -143,7 +143,7 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[str]:
             messages = [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
             if not messages:  # no partition at all: the one task Spark runs for an empty job
                 messages = context.parallelize([0], 1).map(lambda _: run_task(iter(()))).collect()
-        return messages
+        return [TaskCommit.decode(m) for m in messages]
     except BaseException as exc:
         _settle(context, job.job_id)
         if not (interrupted or isinstance(exc, KeyboardInterrupt)):
