@@ -54,7 +54,7 @@ def direct_write(
         try:
             files = write_task_output(job, attempt, batches, sink, schema)
         finally:
-            sink.pool.shutdown(wait=True)
+            sink.parts.shutdown()
         yield pa.RecordBatch.from_pydict(
             {"files": [len(files)], "bytes": [sum(f.size for f in files)]}
         )

@@ -1,8 +1,9 @@
-"""Commit metadata as JSON: ``.pending``, ``.pendingset`` and ``_SUCCESS``.
+"""Commit metadata as JSON: ``.pendingset`` (of Hadoop's ``.pending`` entries), the commit
+journal, task manifests and ``_SUCCESS``.
 
-Field names follow Hadoop's S3A ``SinglePendingCommit`` / ``PendingSet`` / ``SuccessData``
-(reference/hadoop-committers-facts.md) so their readers understand ours; loading validates
-strictly, because a tampered pendingset must never complete an upload outside the job.
+Field names follow Hadoop's S3A ``SinglePendingCommit`` / ``PendingSet`` / ``SuccessData`` so
+their readers understand ours; loading validates strictly, because a tampered pendingset must
+never complete an upload outside the job.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class PendingSet:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PendingSet:
-        return _with_commits(cls, text, "pendingset")
+        """A saved pendingset, also one an earlier version saved (``_FORMER_PENDINGSET_FIELDS``)."""
+        return _with_commits(cls, text, "pendingset", ignored=_FORMER_PENDINGSET_FIELDS)
 
     @classmethod
     def from_dict(cls, raw: Any) -> PendingSet:
@@ -115,12 +117,14 @@ class PendingSet:
             keys.add(commit.destinationKey)
 
 
-def _with_commits(cls, text: str | bytes, what: str):
+def _with_commits(cls, text: str | bytes, what: str, ignored: tuple[str, ...] = ()):
     """Parse a document holding a ``commits`` list; any structural fault is a typed error."""
     try:
         raw = json.loads(text)
     except ValueError as exc:
         raise PendingSetError(f"malformed {what}: {exc}") from exc
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k not in ignored}
     return _commits_from(cls, raw, what)
 
 
@@ -138,7 +142,7 @@ _FORMER_PENDINGSET_FIELDS = (
 def _commits_from(cls, raw: Any, what: str):
     try:
         _require(isinstance(raw, dict), f"a {what} must be a JSON object")
-        fields = {k: v for k, v in raw.items() if k not in _FORMER_PENDINGSET_FIELDS}
+        fields = dict(raw)
         commits = [PendingUpload(**c) for c in fields.pop("commits")]
         return cls(commits=commits, **fields)
     except PendingSetError:
@@ -286,7 +290,7 @@ def task_manifest(
     extra: dict[str, Any],
     counters: dict[str, int],
 ) -> str:
-    """A manifest committer task manifest (seed 004, reference/hadoop-committers-facts.md).
+    """A manifest committer task manifest (seed 004, "Manifest Committer Protocol").
 
     ``files`` entries: ``s`` source URI, ``d`` destination URI, ``z`` size, ``e`` etag;
     ``directories``: ``d`` URI, ``t`` status, ``l`` depth. URIs are percent-encoded.

@@ -20,7 +20,6 @@ key or store path.
       __magic/job-<job>/                    MAGIC_DIR, magic_job_prefix()
         <attempt>/                          magic_attempt_prefix()
         <attempt>/__base/<relpath>          magic_file_key(): a name; the data goes to <relpath>
-        <attempt>/__base/<relpath>.pending  one upload left uncompleted
         <task>.pendingset                   magic_pendingset_key()
       _temporary/                           TEMPORARY, temporary_dir(): rename committers
         <job>/                              classic_job_dir()
@@ -125,11 +124,6 @@ def magic_to_final(location: S3Location, magic_key: str) -> str:
     if not magic_key.startswith(location.key(MAGIC_DIR + "/")) or base not in magic_key:
         raise InvalidPathError(f"{magic_key!r} is not a magic path under {location.url()}")
     return location.key(magic_key.split(base, 1)[1])
-
-
-def is_magic_pending(key: str) -> bool:
-    """A ``.pending`` file written under ``__base/`` (one upload of one attempt)."""
-    return key.endswith(".pending") and f"/{BASE}/" in key
 
 
 def is_pendingset(key: str) -> bool:

@@ -19,9 +19,9 @@ S3_SCHEMES = ("s3", "s3a")
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: S3's limit on the length of a key, in UTF-8 bytes.
 MAX_KEY_BYTES = 1024
-#: Room a destination leaves below itself for the names we add there (layout.py); the deepest,
-#: the magic committer's ``__magic/job-<uuid>/<attempt>/__base/<file>.pending``, takes about 150
-#: bytes.
+#: Room a destination leaves below itself for the names we add there (layout.py): a file name
+#: and its partition directories, or a hidden key, the deepest of which
+#: (``__s3commit/<uuid>/tasks/<attempt>.pendingset``) takes about 80 bytes.
 NAME_ROOM = 200
 
 #: S3's bucket naming rules (lowercase letters, digits, '.', '-'); the 3-character minimum is

@@ -22,7 +22,7 @@ from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetEr
 from .formats import CommitMarker, Journal, PendingSet, PendingUpload, parse_success
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
-from .protocol import JobContext, TaskCommit, TaskSummary
+from .protocol import JobContext
 from .stages import timed_stage
 from .store import PendingUploadInfo, S3Settings, S3Store
 from .store.s3 import multipart_etag
@@ -182,8 +182,8 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
             report.deleted = replaced
     committer = state.committer()
     pendingsets = _committed_pendingsets(committer, journal)
-    messages = [_as_message(p) for p in pendingsets]
-    committer.finish_commit(journal, etags, messages, pendingsets, phases, started)
+    durations = {p.taskId: 0.0 for p in pendingsets}  # not known after the driver died
+    committer.finish_commit(journal, etags, pendingsets, durations, phases, started)
     report.aborted_uploads = committer.aborted_uploads
     if journal.markSuccess:
         report.notes.append("_SUCCESS written")
@@ -411,21 +411,10 @@ def _success_job(store: S3Store, location: S3Location) -> str | None:
     return doc.get("jobId") if doc else None
 
 
-def _as_message(pendingset: PendingSet) -> TaskCommit:
-    """The commit message the attempt sent, rebuilt from its saved pendingset (only its
-    duration is lost)."""
-    summary = TaskSummary(
-        files=len(pendingset.commits),
-        bytes=sum(c.length for c in pendingset.commits),
-        rows=sum(c.rows for c in pendingset.commits),
-    )
-    return TaskCommit(pendingset.taskId, pendingset.taskAttemptId, summary, pendingset.to_dict())
-
-
 def _committed_pendingsets(committer, journal: Journal) -> list[PendingSet]:
     """The pendingsets the job's committed attempts saved: those whose every upload the journal
     lists. The task messages died with the driver; these stand in for them, so cleanup knows
-    the committed attempts and ``_SUCCESS`` carries their durations, requests and retries."""
+    the committed attempts and ``_SUCCESS`` carries their requests and retries."""
     journaled = {c.uploadId for c in journal.commits}
     store, bucket = committer.store, committer.location.bucket
     found = []

@@ -70,7 +70,7 @@ def test_every_hidden_key_is_hidden_from_readers():
         layout.alive_key(s3, JOB),
         layout.journal_key(s3, JOB),
         layout.staging_pendingset_key(s3, JOB, "a"),
-        layout.magic_file_key(s3, JOB, "a", "part-0.parquet") + ".pending",
+        layout.magic_file_key(s3, JOB, "a", "part-0.parquet"),
         layout.magic_pendingset_key(s3, JOB, "t"),
         layout.classic_attempt_dir(s3, JOB, "a") + "/part-0.parquet",
         layout.manifest_job_dir(s3, JOB) + "/tasks/a/part-0.parquet",

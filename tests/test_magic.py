@@ -7,7 +7,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pyarrow as pa
@@ -24,7 +23,7 @@ from s3commit_sdk import (
     write_committed,
 )
 from s3commit_sdk.committers import make_committer
-from s3commit_sdk.committers.magic import DelayedCompletionStream, magic_to_final
+from s3commit_sdk.committers.magic import DelayedCompletionStream, PartQueue, magic_to_final
 from s3commit_sdk.options import part_size_for, resolve_options
 from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.protocol import JobContext
@@ -127,20 +126,15 @@ def test_magic_to_final_applies_the_base_rule():
         magic_to_final(location, "out/ds10/__magic/job-1/t/__base/x")
 
 
-def test_pending_files_and_pendingsets_live_in_the_job_tree(s3, dest):
+def test_only_pendingsets_live_in_the_job_tree(s3, dest):
+    """No ``.pending`` per file: the attempt keeps its uploads in memory until task commit."""
     result = write_committed(
         frame(30), dest.url, committer="magic", options={"magic.cleanup": "false", "tasks": 2}
     )
+    assert len(result.files) == 2
     tree = magic_keys(s3, dest)
     prefix = f"{dest.dir}__magic/job-{result.job_id}/"
-    assert all(k.startswith(prefix) for k in tree)
-    pendings = [k for k in tree if k.endswith(".pending")]
-    assert len(pendings) == len(result.files)
-    assert all("/__base/part-" in k for k in pendings)
-    assert sorted(k[len(prefix) :] for k in tree if k.endswith(".pendingset")) == [
-        "task_00000.pendingset",
-        "task_00001.pendingset",
-    ]
+    assert sorted(tree) == [prefix + "task_00000.pendingset", prefix + "task_00001.pendingset"]
     s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in tree]})
 
 
@@ -239,8 +233,8 @@ def test_record_batch_reader_streams_through_one_task(s3_server, dest, committer
 
 @pytest.mark.timeout(60)
 @pytest.mark.fault
-def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
-    """The first ``.pending`` PUT and the first upload abort fail, retries off: the task fails
+def test_failed_part_upload_and_failed_abort_do_not_deadlock(proxy, s3, dest):
+    """The first part upload and the first upload abort fail, retries off: the task fails
     typed, its other streams are aborted all the same, and no stream waits for a part that no
     worker will run (the task's frames are collected with the error, as in a real driver)."""
     days = ["d1", "d2", "d3"]
@@ -255,7 +249,7 @@ def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
     table = pa.table({"id": range(30), "day": days * 10})
     proxy.set_rules(
         [
-            internal_error("PutObject", occurrences=[1]),  # the first .pending
+            internal_error("UploadPart", occurrences=[1]),  # the first file's only part
             internal_error("AbortMultipartUpload", occurrences=[1]),
         ]
     )
@@ -283,6 +277,29 @@ def test_failed_pending_put_and_failed_abort_do_not_deadlock(proxy, s3, dest):
     assert list_keys(s3, dest.dir) == []
 
 
+def test_streams_sharing_reused_part_buffers_upload_exactly_what_was_written(s3_server, s3, dest):
+    """Two streams of one task share a queue whose part buffers are reused, written in chunks
+    that straddle part boundaries: each completed object holds exactly its own bytes."""
+    store = S3Store(S3Settings.resolve(resolve_options({"endpoint": s3_server.endpoint})))
+    parts = PartQueue(2)
+    sources = {dest.dir + name: os.urandom(3 * FIVE_MIB + 12345) for name in ("a.bin", "b.bin")}
+    streams = {key: DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, parts) for key in sources}
+    chunk = 3 * 1024 * 1024 + 7
+    for offset in range(0, 3 * FIVE_MIB + 12345, chunk):
+        for key, stream in streams.items():
+            stream.write(sources[key][offset : offset + chunk])
+    try:
+        for key, stream in streams.items():
+            stream.close()
+            assert len(stream.etags) == 4
+            store.complete(BUCKET, key, stream.upload_id, stream.etags)
+    finally:
+        parts.shutdown()
+    for key, data in sources.items():
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
+    assert pending_uploads(s3, dest.dir) == []
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.fault
 def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, dest):
@@ -290,15 +307,16 @@ def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, des
     GC runs there: its finalizer must neither upload a part nor wait for that very worker."""
     options = resolve_options({"endpoint": proxy.endpoint, "retry.max-attempts": 1})
     store = S3Store(S3Settings.resolve(options))
-    pool = ThreadPoolExecutor(1, "test-stream")
+    parts = PartQueue(1)
     key = dest.dir + "dropped.bin"
-    held = [DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, pool, threading.Semaphore(3))]
+    held = [DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, parts)]
     held[0].write(b"unfinished")
     upload_id = held[0].upload_id
     try:
-        pool.submit(held.clear).result(timeout=20)  # FutureTimeout: the worker waits for itself
+        # FutureTimeout: the worker waits for itself
+        parts.pool.submit(held.clear).result(timeout=20)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        parts.pool.shutdown(wait=False, cancel_futures=True)
         s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
     assert proxy.counts.get("UploadPart", 0) == 0
 

@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgumentError,
 )
 from ..formats import Journal, PendingSet, PendingUpload
-from ..protocol import JobContext, JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
+from ..protocol import JobContext, JobOutcome, TaskAttemptContext, WrittenFile
 from .conflict import DirectoryConflict, PartitionConflict
 from .magic import MagicCommitter
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
@@ -145,21 +145,19 @@ class DeltaJob:
             UNIT_KEY: "partition" if self.conflict.per_partition else "table",
         }
 
-    def _begin_commit(
-        self, commits: list[PendingUpload], messages: list[TaskCommit], phases: dict[str, float]
-    ) -> Journal:
+    def _begin_commit(self, commits: list[PendingUpload], phases: dict[str, float]) -> Journal:
         unmeasured = [c.destinationKey for c in commits if STATS_KEY not in c.extraData]
         if unmeasured:
             raise CommitError(f"{unmeasured[0]!r} carries no Delta statistics from its task")
         self._read()
-        return super()._begin_commit(commits, messages, phases)
+        return super()._begin_commit(commits, phases)
 
     def finish_commit(
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
+        durations: dict[str, float],
         phases: dict[str, float],
         started: float,
     ) -> JobOutcome:
@@ -170,7 +168,7 @@ class DeltaJob:
             try:
                 self.delta = self.log.commit(plan, self._table)
             except TableCommitFailed as failed:
-                visible, state = self._roll_back(journal.commits, messages)
+                visible, state = self._roll_back(journal.commits, pendingsets)
                 error = ConcurrentCommitError if failed.conflict else CommitError
                 what = (
                     "another writer's commit to the Delta table conflicts with it"
@@ -191,7 +189,7 @@ class DeltaJob:
                 )
                 unknown.remedy = f"s3commit recover {self.location.url()}"
                 raise
-        return super().finish_commit(journal, etags, messages, pendingsets, phases, started)
+        return super().finish_commit(journal, etags, pendingsets, durations, phases, started)
 
     def success_fields(self) -> dict[str, Any]:
         if self.delta is None:

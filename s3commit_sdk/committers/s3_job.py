@@ -173,14 +173,15 @@ class S3Committer(Committer):
         try:
             pendingsets = self.load_messages(messages)
             commits = [c for p in pendingsets for c in p.commits]
-            journal = self._begin_commit(commits, messages, phases)
+            journal = self._begin_commit(commits, phases)
         except BaseException as exc:
             self._abort_noting(messages, exc)
             raise
         with self.stage(phases, "complete_uploads"):
-            etags = self._complete_all(journal.commits, messages)
+            etags = self._complete_all(journal.commits, pendingsets)
+        durations = {m.task_id: m.summary.seconds for m in messages}
         try:
-            return self._after_completion(journal, etags, messages, pendingsets, phases, started)
+            return self._after_completion(journal, etags, pendingsets, durations, phases, started)
         except KeyboardInterrupt as interrupt:
             url = self.location.url()
             interrupt.add_note(
@@ -194,14 +195,14 @@ class S3Committer(Committer):
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
+        durations: dict[str, float],
         phases: dict[str, float],
         started: float,
     ) -> JobOutcome:
         with self.stage(phases, "replace_delete"):
             self._delete_replaced(journal.replaced)
-        return self.finish_commit(journal, etags, messages, pendingsets, phases, started)
+        return self.finish_commit(journal, etags, pendingsets, durations, phases, started)
 
     def _delete_replaced(self, replaced: list[str]) -> None:
         if not replaced:
@@ -239,8 +240,8 @@ class S3Committer(Committer):
         self,
         journal: Journal,
         etags: dict[str, str],
-        messages: list[TaskCommit],
         pendingsets: list[PendingSet],
+        durations: dict[str, float],
         phases: dict[str, float],
         started: float,
     ) -> JobOutcome:
@@ -255,7 +256,7 @@ class S3Committer(Committer):
             self._finishing(
                 "cleaning up its pending uploads and hidden files",
                 self.cleanup,
-                messages,
+                pendingsets,
                 {c.uploadId for c in commits},
             )
         phases["job_commit"] = time.monotonic() - started
@@ -264,7 +265,6 @@ class S3Committer(Committer):
             requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
         requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
         partitions = sorted({self._partition_path(c) for c in commits})
-        durations = {m.task_id: m.summary.seconds for m in messages}
         success = build_success(
             self.job,
             self.name,
@@ -304,9 +304,7 @@ class S3Committer(Committer):
     def journal_key(self) -> str:
         return layout.journal_key(self.location, self.job.job_id)
 
-    def _begin_commit(
-        self, commits: list[PendingUpload], messages: list[TaskCommit], phases: dict[str, float]
-    ) -> Journal:
+    def _begin_commit(self, commits: list[PendingUpload], phases: dict[str, float]) -> Journal:
         """Marker first, then list what replace deletes, then the journal.
 
         Listing under the marker means no other job can commit between our listing and our
@@ -404,7 +402,7 @@ class S3Committer(Committer):
 
     # -- completion: verified, and rolled back truthfully --------------------------------------
     def _complete_all(
-        self, commits: list[PendingUpload], messages: list[TaskCommit]
+        self, commits: list[PendingUpload], pendingsets: list[PendingSet]
     ) -> dict[str, str]:
         """Complete every upload in parallel, verify, and return the ETags by upload id.
 
@@ -424,13 +422,13 @@ class S3Committer(Committer):
             )
             return etags
         except KeyboardInterrupt as interrupt:
-            state = self._roll_back(sent, messages)[1]
+            state = self._roll_back(sent, pendingsets)[1]
             interrupt.add_note(
                 f"s3commit: job {self.job.job_id} was interrupted and rolled back. {state}"
             )
             raise
         except Exception as exc:
-            visible, state = self._roll_back(sent, messages)
+            visible, state = self._roll_back(sent, pendingsets)
             raise CommitError(
                 f"job {self.job.job_id}: {exc}; the job was rolled back. {state}",
                 **self.rolled_back_fields(visible),
@@ -489,7 +487,7 @@ class S3Committer(Committer):
         return self.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
 
     def _roll_back(
-        self, sent: list[PendingUpload], messages: list[TaskCommit]
+        self, sent: list[PendingUpload], pendingsets: list[PendingSet]
     ) -> tuple[str | None, str]:
         """Undo a job commit that failed before its replace deletes; say what is visible
         (a key of ``errors.VISIBLE``, None when unchecked) and in words.
@@ -507,7 +505,7 @@ class S3Committer(Committer):
         except S3CommitError as exc:
             problems.append(f"deleting completed files failed: {exc}")
         try:
-            self.cleanup(messages, committed=set())
+            self.cleanup(pendingsets, committed=set())
         except S3CommitError as exc:
             problems.append(f"aborting uploads failed: {exc}")
         try:
@@ -562,17 +560,17 @@ class S3Committer(Committer):
         return dict(sorted(totals.items()))
 
     # -- abort and cleanup --------------------------------------------------------------------
-    def cleanup(self, messages: list[TaskCommit], committed: set[str]) -> None:
+    def cleanup(self, received: list[PendingSet], committed: set[str]) -> None:
         """Abort this job's uploads that were not committed, then drop its hidden metadata.
 
-        Uploads are found three ways: the commit messages, the metadata persisted by attempts
-        whose messages never arrived (failed or speculative losers), and a listing of pending
-        uploads whose keys carry the job UUID (or all of them, if asked). How many were still
-        pending is kept in ``aborted_uploads`` (``s3commit recover`` reports it).
+        Uploads are found three ways: the pendingsets the tasks' messages carried
+        (``received``), the metadata persisted by attempts whose messages never arrived (failed
+        or speculative losers), and a listing of pending uploads whose keys carry the job UUID
+        (or all of them, if asked). How many were still pending is kept
+        in ``aborted_uploads`` (``s3commit recover`` reports it).
         """
         bucket = self.location.bucket
         stop_attempts(self.store, self.location, self.job.job_id)  # first: see ensure_job_alive
-        received = _parse_quietly(messages)
         known_attempts = {p.taskAttemptId for p in received}
         hidden = [
             o.key
@@ -583,7 +581,7 @@ class S3Committer(Committer):
         for key in hidden:
             attempt = self.attempt_of(key)
             if attempt is not None and attempt not in known_attempts:
-                commits += load_commits_quietly(self.store.get(bucket, key))
+                commits += _load_commits_quietly(self.store.get(bucket, key))
         targets: dict[str, str] = {}
         for commit in commits:
             if (
@@ -612,7 +610,7 @@ class S3Committer(Committer):
         return True
 
     def abort_job(self, messages: list[TaskCommit]) -> None:
-        self.cleanup(messages, committed=set())
+        self.cleanup(_parse_quietly(messages), committed=set())
         owned = [self.journal_key] if self._journal_written else []
         owned += [layout.marker_key(self.location)] if self._marker_owned else []
         release(self.store, self.location, self.job.job_id, owned)
@@ -622,16 +620,13 @@ def _ms_date(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def load_commits_quietly(body: bytes) -> list[PendingUpload]:
-    """Uploads named by a ``.pendingset`` or a single ``.pending``; none if unreadable.
+def _load_commits_quietly(body: bytes) -> list[PendingUpload]:
+    """Uploads named by a saved ``.pendingset``; none if unreadable.
 
     Unreadable metadata is skipped: its uploads are still found by the listing in cleanup.
     """
     try:
-        raw = json.loads(body)
-        if isinstance(raw, dict) and "commits" in raw:
-            return PendingSet.from_json(body).commits
-        return [PendingUpload(**raw)]
+        return PendingSet.from_json(body).commits
     except (PendingSetError, ValueError, TypeError):
         return []
 

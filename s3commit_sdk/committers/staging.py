@@ -20,7 +20,7 @@ from .. import layout
 from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
-from ..protocol import OutputSink, TaskAttemptContext, TaskCommit, WrittenFile
+from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from .conflict import PartitionConflict, partition_of
 from .s3_job import S3Committer
 
@@ -145,11 +145,11 @@ class DirectoryStagingCommitter(S3Committer):
 
         return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 
-    def cleanup(self, messages: list[TaskCommit], committed: set[str]) -> None:
+    def cleanup(self, received: list[PendingSet], committed: set[str]) -> None:
         """Also drop what attempts killed mid-write left in this host's buffer directory, even
         when the S3 cleanup fails."""
         try:
-            super().cleanup(messages, committed)
+            super().cleanup(received, committed)
         finally:
             pattern = os.path.join(glob.escape(self.job.options.buffer_dir), f"{self.job.job_id}_*")
             for attempt_dir in glob.glob(pattern):
