@@ -70,7 +70,7 @@ def test_no_credentials_in_outputs_metadata_logs_or_cli(
     assert any(k.endswith("journal.json") for k in mid_commit)
     assert any(k.endswith("COMMIT_IN_PROGRESS") for k in mid_commit)
     for key, body in {**mid_commit, **bodies(s3, dest.dir)}.items():
-        assert_clean(body, key)  # data, _SUCCESS, pendingsets, .pending, journal, marker
+        assert_clean(body, key)  # data, _SUCCESS, pendingsets, journal, marker
     assert_clean(repr(result) + repr(result.success) + repr(result.files), "the result")
     resolved = resolve_options(options)
     assert_clean(repr(resolved) + repr(S3Settings.resolve(resolved)), "option reprs")
