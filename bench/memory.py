@@ -113,7 +113,12 @@ def run_once(endpoint: Endpoint, approach: str, size_mib: int, part: str) -> dic
     cmd = [sys.executable, "-m", "bench.memory", "--worker", approach]
     cmd += ["--size-mib", str(size_mib), "--part", part, "--dest", f"s3://{BUCKET}/big"]
     env = {**os.environ, **endpoint.server.env}
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:  # say why: a lost traceback cannot be diagnosed after a long run
+        raise RuntimeError(
+            f"{approach} writing {size_mib} MiB failed (exit {out.returncode}):\n"
+            + out.stderr[-4000:]
+        )
     if endpoint.pending_uploads():
         raise RuntimeError(f"{approach} left pending uploads")
     return json.loads(out.stdout.strip().splitlines()[-1])
