@@ -281,9 +281,9 @@ def test_streams_sharing_reused_part_buffers_upload_exactly_what_was_written(s3_
     """Two streams of one task share a queue whose part buffers are reused, written in chunks
     that straddle part boundaries: each completed object holds exactly its own bytes."""
     store = S3Store(S3Settings.resolve(resolve_options({"endpoint": s3_server.endpoint})))
-    parts = PartQueue(2)
+    parts = PartQueue(FIVE_MIB, 2)
     sources = {dest.dir + name: os.urandom(3 * FIVE_MIB + 12345) for name in ("a.bin", "b.bin")}
-    streams = {key: DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, parts) for key in sources}
+    streams = {key: DelayedCompletionStream(store, BUCKET, key, parts) for key in sources}
     chunk = 3 * 1024 * 1024 + 7
     for offset in range(0, 3 * FIVE_MIB + 12345, chunk):
         for key, stream in streams.items():
@@ -307,9 +307,9 @@ def test_stream_dropped_open_on_its_pool_worker_waits_for_nothing(proxy, s3, des
     GC runs there: its finalizer must neither upload a part nor wait for that very worker."""
     options = resolve_options({"endpoint": proxy.endpoint, "retry.max-attempts": 1})
     store = S3Store(S3Settings.resolve(options))
-    parts = PartQueue(1)
+    parts = PartQueue(FIVE_MIB, 1)
     key = dest.dir + "dropped.bin"
-    held = [DelayedCompletionStream(store, BUCKET, key, FIVE_MIB, parts)]
+    held = [DelayedCompletionStream(store, BUCKET, key, parts)]
     held[0].write(b"unfinished")
     upload_id = held[0].upload_id
     try:

@@ -47,10 +47,11 @@ class PartQueue:
     A full part's buffer goes back to the queue after its upload and fills the next part.
     """
 
-    def __init__(self, upload_threads: int) -> None:
+    def __init__(self, part_size: int, upload_threads: int) -> None:
+        self.part_size = part_size
         self.pool = ThreadPoolExecutor(upload_threads, "s3commit-stream")
-        self.slots = threading.BoundedSemaphore(upload_threads + QUEUE_DEPTH)
-        self._keep = upload_threads + QUEUE_DEPTH
+        self._capacity = upload_threads + QUEUE_DEPTH
+        self.slots = threading.BoundedSemaphore(self._capacity)
         self._free: list[bytearray] = []
         self._lock = threading.Lock()
 
@@ -60,9 +61,9 @@ class PartQueue:
         with self._lock:
             return self._free.pop() if self._free else bytearray()
 
-    def recycle(self, buffer: bytearray, part_size: int) -> None:
+    def recycle(self, buffer: bytearray) -> None:
         with self._lock:
-            if len(buffer) == part_size and len(self._free) < self._keep:
+            if len(buffer) == self.part_size and len(self._free) < self._capacity:
                 self._free.append(buffer)
 
     def shutdown(self, *, cancel: bool = False) -> None:
@@ -82,12 +83,10 @@ class DelayedCompletionStream(io.RawIOBase):
     which frees its slot, and a new part is refused at once.
     """
 
-    def __init__(
-        self, store: S3Store, bucket: str, key: str, part_size: int, parts: PartQueue
-    ) -> None:
+    def __init__(self, store: S3Store, bucket: str, key: str, parts: PartQueue) -> None:
         super().__init__()
         self.store, self.bucket, self.key = store, bucket, key
-        self.part_size, self._queue = part_size, parts
+        self.part_size, self._queue = parts.part_size, parts
         self.upload_id = store.initiate(bucket, key)
         self.length = 0
         self.etags: list[str] = []
@@ -141,7 +140,7 @@ class DelayedCompletionStream(io.RawIOBase):
 
         def settled(_: Future[str]) -> None:  # run, failed or cancelled
             if isinstance(body, bytearray):
-                queue.recycle(body, self.part_size)
+                queue.recycle(body)
             queue.slots.release()
 
         part.add_done_callback(settled)
@@ -168,7 +167,7 @@ class DelayedCompletionStream(io.RawIOBase):
         if buffer is None:
             return b""
         last = bytes(memoryview(buffer)[: self._filled])
-        self._queue.recycle(buffer, self.part_size)
+        self._queue.recycle(buffer)
         return last
 
     def abort(self) -> None:
@@ -201,12 +200,12 @@ class StreamingSink(OutputSink):
     """One delayed-completion stream per file; the task's parts share one bounded queue."""
 
     def __init__(self, store: S3Store, bucket: str, part_size: int, upload_threads: int) -> None:
-        self.store, self.bucket, self.part_size = store, bucket, part_size
-        self.parts = PartQueue(upload_threads)
+        self.store, self.bucket = store, bucket
+        self.parts = PartQueue(part_size, upload_threads)
         self.streams: dict[str, DelayedCompletionStream] = {}
 
     def open_stream(self, relpath: str, key: str) -> pa.NativeFile:
-        stream = DelayedCompletionStream(self.store, self.bucket, key, self.part_size, self.parts)
+        stream = DelayedCompletionStream(self.store, self.bucket, key, self.parts)
         self.streams[relpath] = stream
         return pa.PythonFile(stream, mode="w")
 
@@ -269,9 +268,6 @@ class MagicCommitter(S3Committer):
     @property
     def metadata_prefix(self) -> str:
         return layout.magic_job_prefix(self.location, self.job.job_id)
-
-    def attempt_prefix(self, task: TaskAttemptContext) -> str:
-        return layout.magic_attempt_prefix(self.location, self.job.job_id, task.attempt_id)
 
     def pendingset_key(self, pendingset: PendingSet) -> str:
         return layout.magic_pendingset_key(self.location, self.job.job_id, pendingset.taskId)
