@@ -88,6 +88,7 @@ class Run:
     records: list[Record] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per scenario
+    failures: dict[str, str] = field(default_factory=dict)  # scenario on endpoint -> error
     machine_info: dict[str, Any] = field(default_factory=lambda: machine())
 
     def add(self, record: Record) -> Record:
@@ -111,6 +112,7 @@ class Run:
             started=document["started"],
             records=[Record(**r) for r in document["records"]],
             seconds=document["seconds"],
+            failures=document.get("failures", {}),
             machine_info=document["machine"],
         )
 
@@ -121,6 +123,7 @@ class Run:
             "started": self.started,
             "machine": self.machine_info,
             "seconds": self.seconds,
+            "failures": self.failures,
             "records": [asdict(r) for r in self.records],
             "targets": [asdict(t) for t in self.targets],
         }

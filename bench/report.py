@@ -408,6 +408,9 @@ def markdown(run: Run, charts: list[str]) -> str:
         labels = list(records[0].labels)
         rows = [[str(r.labels[k]) for k in labels] + [f(r) for _, f in columns] for r in records]
         lines += ["", f"## {title}", "", *table(labels + [c for c, _ in columns], rows)]
+    if run.failures:
+        lines += ["", "## Failed scenarios (their figures are missing above)", ""]
+        lines += table(["scenario", "error"], [[k, v] for k, v in run.failures.items()])
     lines += ["", "## Wall time per scenario (s)", ""]
     lines += table(["scenario", "s"], [[k, f"{v:.0f}"] for k, v in run.seconds.items()])
     lines += ["", "## Charts", ""] + [f"![{c}]({c})" for c in charts]

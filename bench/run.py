@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(DUMMY_ENV)
 
     run = Run(mode=args.mode, endpoints=list(args.endpoints))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    results = HERE / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    partial = results / f"{stamp}.partial.json"  # rebuild a report: python -m bench.report
     started = time.monotonic()
     with ExitStack() as servers:
         endpoints = [servers.enter_context(Endpoint(kind)) for kind in args.endpoints]
@@ -232,14 +237,17 @@ def main(argv: list[str] | None = None) -> int:
                 begun = time.monotonic()
                 endpoint.activate()
                 endpoint.reset()
-                step(run, endpoint)
+                try:
+                    step(run, endpoint)
+                except Exception as error:  # one failed case must not lose a two-hour run
+                    traceback.print_exc()
+                    run.failures[f"{name} on {endpoint.kind}"] = f"{type(error).__name__}: {error}"
                 endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
                 run.seconds[f"{name} on {endpoint.kind}"] = round(time.monotonic() - begun, 1)
+                partial.write_text(json.dumps(run.to_json(), indent=2))
     run.seconds["total"] = round(time.monotonic() - started, 1)
     run.targets = evaluate(run)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    results = HERE / "results"
-    results.mkdir(parents=True, exist_ok=True)
+    partial.unlink()
     document = json.dumps(run.to_json(), indent=2)
     (results / f"{stamp}.json").write_text(document)
     args.report_dir.mkdir(parents=True, exist_ok=True)
@@ -248,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.report_dir / f"{stamp}.md").write_text(text)
     print(text)
     print(f"results: {results / (stamp + '.json')}\nreport: {args.report_dir / (stamp + '.md')}")
-    return 0
+    return 1 if run.failures else 0
 
 
 if __name__ == "__main__":
