@@ -236,13 +236,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {name} on {endpoint.kind}", flush=True)
                 begun = time.monotonic()
                 endpoint.activate()
-                endpoint.reset()
                 try:
+                    endpoint.reset()
                     step(run, endpoint)
+                    endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
                 except Exception as error:  # one failed case must not lose a two-hour run
                     traceback.print_exc()
                     run.failures[f"{name} on {endpoint.kind}"] = f"{type(error).__name__}: {error}"
-                endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
                 run.seconds[f"{name} on {endpoint.kind}"] = round(time.monotonic() - begun, 1)
                 partial.write_text(json.dumps(run.to_json(), indent=2))
     run.seconds["total"] = round(time.monotonic() - started, 1)
