@@ -305,8 +305,13 @@ def _end(process: subprocess.Popen, grace: float) -> None:
 
 
 def _tail(title: str, text: str) -> str:
-    lines = text.rstrip().splitlines()[-LOG_TAIL_LINES:]
-    return f"--- last lines of {title} ---\n" + "\n".join(lines)
+    """The log's error lines, then its last lines: a daemon that crashes on its way out (a bind
+    failure often ends in abort()) pushes the line that says why out of a plain tail."""
+    lines = text.rstrip().splitlines()
+    said = ("error", "fail")
+    errors = [line for line in lines[:-LOG_TAIL_LINES] if any(w in line.lower() for w in said)]
+    head = f"--- error lines of {title} ---\n" + "\n".join(errors[-5:]) + "\n" if errors else ""
+    return head + f"--- last lines of {title} ---\n" + "\n".join(lines[-LOG_TAIL_LINES:])
 
 
 def main(argv: list[str] | None = None) -> None:
