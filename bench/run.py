@@ -195,6 +195,23 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
     return steps
 
 
+def run_case(run: Run, name: str, step: Step, endpoint: Endpoint) -> None:
+    """One scenario on one endpoint, between two resets. A failure is recorded in the run, not
+    raised: one failed case must not lose a two-hour run."""
+    case = f"{name} on {endpoint.kind}"
+    print(f"== {case}", flush=True)
+    begun = time.monotonic()
+    endpoint.activate()
+    try:
+        endpoint.reset()
+        step(run, endpoint)
+        endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
+    except Exception as error:
+        traceback.print_exc()
+        run.failures[case] = f"{type(error).__name__}: {error}"
+    run.seconds[case] = round(time.monotonic() - begun, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -233,17 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and not any(o in name for o in args.only):
                 continue
             for endpoint in endpoints:
-                print(f"== {name} on {endpoint.kind}", flush=True)
-                begun = time.monotonic()
-                endpoint.activate()
-                try:
-                    endpoint.reset()
-                    step(run, endpoint)
-                    endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
-                except Exception as error:  # one failed case must not lose a two-hour run
-                    traceback.print_exc()
-                    run.failures[f"{name} on {endpoint.kind}"] = f"{type(error).__name__}: {error}"
-                run.seconds[f"{name} on {endpoint.kind}"] = round(time.monotonic() - begun, 1)
+                run_case(run, name, step, endpoint)
                 partial.write_text(json.dumps(run.to_json(), indent=2))
     run.seconds["total"] = round(time.monotonic() - started, 1)
     run.targets = evaluate(run)

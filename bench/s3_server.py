@@ -17,6 +17,8 @@ import logging
 from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
 from werkzeug.serving import run_simple
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+
 
 class _Handler(MotoRequestHandler):
     # werkzeug sends headers and body in separate writes: with Nagle's algorithm on, small
@@ -33,7 +35,7 @@ def main() -> None:
     # keeps freed blocks in its heap, so without this the server's RSS grows with every large
     # completion until a 4 GiB memory case runs it out of RAM (OOM-killed at 12.8 GB RSS).
     # Blocks of 1 MiB and more are mapped alone and handed back when freed (M_MMAP_THRESHOLD).
-    ctypes.CDLL("libc.so.6").mallopt(-3, 2**20)
+    ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 2**20)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     s3, api = create_backend_app("s3"), create_backend_app("moto_api")
 

@@ -420,6 +420,15 @@ def run_all_when_the_kernel_listens(page, cells) -> None:
     raise AssertionError(f"the kernel never queued every cell: {prompts.all_inner_texts()}")
 
 
+def rows_change(page, panel, rows: int, seconds: float, every_ms: int) -> dict:
+    """The panel's numbers once its row count is no longer ``rows``."""
+    deadline = time.monotonic() + seconds
+    while (numbers := panel_numbers(panel))["rows"] == rows:
+        assert time.monotonic() < deadline, panel.inner_text()
+        page.wait_for_timeout(every_ms)
+    return numbers
+
+
 @pytest.mark.timeout(600)
 def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp_path):
     """Run-all in a real JupyterLab: a single large task moves the bar (in-process engine) and
@@ -451,10 +460,7 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
             screenshot(page, panel, DOCS / "progress-one-task-1.png")
             # the next change the panel shows (sampled often: a fast machine ends the task in
             # a few seconds) must still be inside the task
-            deadline = time.monotonic() + 60
-            while (second := panel_numbers(panel))["rows"] == first["rows"]:
-                assert time.monotonic() < deadline, panel.inner_text()
-                page.wait_for_timeout(250)
+            second = rows_change(page, panel, first["rows"], seconds=60, every_ms=250)
             second_bar = bar_fraction(panel)
             screenshot(page, panel, DOCS / "progress-one-task-2.png")
             assert first["done"] == second["done"] == 0, (first, second)
@@ -465,11 +471,7 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
             # one large Spark task: rows grow while it runs; then Kernel > Interrupt
             panel = cells.nth(2).locator(".s3commit-progress")
             expect(panel).to_contain_text("1 running", timeout=180_000)
-            deadline = time.monotonic() + 120
-            while panel_numbers(panel)["rows"] == 0:
-                assert time.monotonic() < deadline, panel.inner_text()
-                page.wait_for_timeout(500)
-            before = panel_numbers(panel)
+            before = rows_change(page, panel, 0, seconds=120, every_ms=500)
             page.wait_for_timeout(5000)
             after = panel_numbers(panel)
             assert before["done"] == after["done"] == 0 and after["rows"] > before["rows"]
