@@ -243,12 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     partial = results / f"{stamp}.partial.json"  # rebuild a report: python -m bench.report
     started = time.monotonic()
     with ExitStack() as servers:
-        endpoints = [servers.enter_context(Endpoint(kind)) for kind in args.endpoints]
         spark = local_spark(app_name="s3commit-bench")
         servers.callback(spark.stop)
-        for name, step in scenarios(plan, spark):
-            if args.only and not any(o in name for o in args.only):
-                continue
+        every = scenarios(plan, spark)
+        chosen = [(n, s) for n, s in every if not args.only or any(o in n for o in args.only)]
+        if not chosen:
+            parser.error(f"--only {args.only} matches none of: {', '.join(n for n, _ in every)}")
+        endpoints = [servers.enter_context(Endpoint(kind)) for kind in args.endpoints]
+        for name, step in chosen:
             for endpoint in endpoints:
                 run_case(run, name, step, endpoint)
                 partial.write_text(json.dumps(run.to_json(), indent=2))
