@@ -102,7 +102,11 @@ def main() -> int:
             f"({r['job_commit_s_min']}-{r['job_commit_s_max']}) | {r['tasks_s_median']} | "
             f"{r['copy_requests']} | {r['copied_bytes']} |"
         )
-    lines += ["", "moto copies in memory; real S3 copies at a few MB/s (seed 003, Results)."]
+    lines += [
+        "",
+        "moto copies in memory; real S3 copies at a few MB/s"
+        ' ("A Zero-Rename Committer", "Results").',
+    ]
     (RESULTS / f"commit-compare-{stamp}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

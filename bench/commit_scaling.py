@@ -2,9 +2,11 @@
 
 Task output is prepared without Spark: one multipart upload per file whose single part is a
 server-side copy of a source object (so 4 GiB of parts cost no client bandwidth), grouped into
-pendingsets as tasks would have returned them. Then the committer's real job commit runs on
-them, timed alone. Driver memory is the Python heap peak (tracemalloc) of a separate, untimed
-job commit of the same size, so tracing does not slow the timed ones.
+pendingsets as tasks would have returned them. Then the committer's real job commit runs on them,
+timed alone; ``RECOVERED`` times ``s3commit recover`` finishing the same job commit killed after
+its journal (it must cost no more than 1.2x the uninterrupted one). Driver memory is the Python
+heap peak (tracemalloc) of a separate, untimed job commit of the same size, so tracing does not
+slow the timed ones.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 from s3commit_sdk.committers import make_committer
+from s3commit_sdk.committers.commit_run import CommitRun
+from s3commit_sdk.committers.s3_job import S3Committer
 from s3commit_sdk.formats import PendingSet, PendingUpload
 from s3commit_sdk.protocol import JobContext, TaskCommit, TaskSummary
+from s3commit_sdk.recovery import recover
+from s3commit_sdk.stages import run_stages
 
 from .harness import BUCKET, MIB, Endpoint, Record, Run, aggregate
 
@@ -68,6 +74,17 @@ def prepare(endpoint: Endpoint, job: JobContext, files: int, file_bytes: int) ->
 
 
 RAW = "raw boto3 complete"
+#: the same job commit, killed after its journal and finished by ``s3commit recover``
+RECOVERED = "directory, recovered"
+
+
+def leave_unfinished(worker: S3Committer, messages: list[TaskCommit]) -> None:
+    """The state a driver killed right after writing its journal leaves: the tasks' saved
+    pendingsets, the marker and the journal, every upload still pending."""
+    for message in messages:
+        worker.save_pendingset(PendingSet.from_dict(message.payload))
+    before_completion = worker.stages[: [s.name for s in worker.stages].index("complete")]
+    run_stages(CommitRun(worker, messages, {}), before_completion, {}, worker.job.job_id)
 
 
 def complete_raw(endpoint: Endpoint, messages: list[TaskCommit], threads: int) -> int:
@@ -109,16 +126,21 @@ def commit_once(
     endpoint: Endpoint, committer: str, files: int, file_bytes: int, threads: int, traced: bool
 ) -> dict[str, float]:
     endpoint.reset()
-    driven = "directory" if committer == RAW else committer
+    driven = "directory" if committer in (RAW, RECOVERED) else committer
     job = JobContext.on_s3(f"{endpoint.url}/scaling", driven, {"threads": threads})
     worker = make_committer(job)
     worker.setup_job()
     messages = prepare(endpoint, job, files, file_bytes)
+    if committer == RECOVERED:
+        leave_unfinished(worker, messages)
     if traced:
         tracemalloc.start()
     started = time.monotonic()
     if committer == RAW:
         committed = complete_raw(endpoint, messages, threads)
+    elif committer == RECOVERED:
+        report = recover(job.location.url(), {"threads": threads})
+        committed = len(report.completed) + len(report.already_visible)
     else:
         committed = len(worker.commit_job(messages, {}).files)
     seconds = time.monotonic() - started
@@ -164,7 +186,7 @@ def run_scaling(
     """
     for committer, files, thread_counts in cases:
         heap = {}
-        if files <= TRACED_MAX_FILES and committer != RAW:  # the driver's memory is ours only
+        if files <= TRACED_MAX_FILES and committer not in (RAW, RECOVERED):  # ours, committing
             heap = aggregate(
                 [commit_once(endpoint, committer, files, file_bytes, thread_counts[0], True)]
             )

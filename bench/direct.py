@@ -16,7 +16,7 @@ import pyarrow as pa
 from s3commit_sdk.committers.magic import StreamingSink
 from s3commit_sdk.engines.spark import spark_schema_to_arrow
 from s3commit_sdk.protocol import JobContext, TaskAttemptContext, WrittenFile
-from s3commit_sdk.store import S3Store
+from s3commit_sdk.store import open_store
 
 
 class DirectSink(StreamingSink):
@@ -24,7 +24,7 @@ class DirectSink(StreamingSink):
 
     def __init__(self, job: JobContext) -> None:
         options = job.options
-        store = S3Store(job.settings, pool_size=options.upload_threads + 4)
+        store = open_store(job.settings, threads=options.upload_threads)
         super().__init__(store, job.location.bucket, options.multipart_size, options.upload_threads)
         self.location = job.location
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .commit_scaling import RAW
+from .commit_scaling import RAW, RECOVERED
 from .frontends import REFERENCE as FRONTEND_REFERENCE
 from .harness import DESCRIPTIONS, KINDS, MIB, Record, Run, Target
 
@@ -23,7 +23,7 @@ TASK_REQUESTS = 2
 #: the job commit's default thread count (option ``threads``)
 COMMIT_THREADS = 32
 
-NEAR_DIRECT, COMMIT_RAW, COMMIT_BYTES = 1.05, 1.10, 1.10
+NEAR_DIRECT, COMMIT_RAW, COMMIT_BYTES, RECOVERY = 1.05, 1.10, 1.10, 1.20
 RSS_FLAT, FRONTEND_RATIO = 1.10, 1.05
 
 
@@ -135,6 +135,27 @@ def _commit_vs_raw(run: Run, kind: str) -> Found:
     return found
 
 
+def _recovery_vs_commit(run: Run, kind: str) -> Found:
+    """``s3commit recover`` finishing a job commit killed after its journal, against the same
+    job commit uninterrupted: the same stages, so within RECOVERY of it."""
+    found = []
+    for recovered in run.of("commit_scaling", endpoint=kind, committer=RECOVERED):
+        files, threads = recovered.labels["files"], recovered.labels["threads"]
+        whole = run.of(
+            "commit_scaling", endpoint=kind, committer="directory", files=files, threads=threads
+        )
+        if not whole:
+            continue
+        took, limit = recovered.median("job_commit_s"), whole[0].median("job_commit_s")
+        found.append(
+            (
+                took / limit <= RECOVERY,
+                f"{files:,} files: {took / limit:.3f}x ({took:.2f} s vs {limit:.2f} s)",
+            )
+        )
+    return found
+
+
 def _commit_flat_in_bytes(run: Run, kind: str) -> Found:
     records = sorted(run.of("commit_bytes", endpoint=kind), key=lambda r: r.labels["total_mib"])
     if len(records) < 2:
@@ -242,6 +263,10 @@ CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
         f"job commit <= {COMMIT_RAW}x raw completion of the same uploads "
         f"({COMMIT_THREADS} threads; 1,000 and 10,000 files)",
         _commit_vs_raw,
+    ),
+    (
+        f"s3commit recover <= {RECOVERY}x the uninterrupted job commit ({COMMIT_THREADS} threads)",
+        _recovery_vs_commit,
     ),
     (
         f"job commit flat in bytes (same file count, 4x the bytes, within {COMMIT_BYTES}x)",

@@ -33,7 +33,8 @@ from .harness import KINDS, Endpoint, Run
 from .report import charts, evaluate, markdown
 
 HERE = Path(__file__).parent
-#: seed 003 "Results": S3 copies at about 10 MB/s; a typical S3 request takes tens of ms
+#: "A Zero-Rename Committer" ("Results"): S3 copies at about 10 MB/s; a typical S3 request takes
+#: tens of ms
 LATENCY_RULES = [
     delay(30),
     bandwidth(10 * 10**6, "CopyObject"),
@@ -52,6 +53,8 @@ class Plan:
     requests_mib: int
     scaling: tuple[tuple[str, int, tuple[int, ...]], ...]  # (committer, files, threads)
     scaling_repeats: int
+    #: job commit uninterrupted, then the same killed after its journal and recovered
+    recovery: tuple[tuple[str, int, tuple[int, ...]], ...]
     bytes_files: int
     bytes_totals_mib: tuple[int, ...]
     memory_mib: tuple[int, ...]
@@ -75,6 +78,7 @@ QUICK = Plan(
         (commit_scaling.RAW, 300, (32,)),
     ),
     scaling_repeats=1,
+    recovery=(("directory", 300, (32,)), (commit_scaling.RECOVERED, 300, (32,))),
     bytes_files=20,
     bytes_totals_mib=(16, 64),
     memory_mib=(32, 64),
@@ -105,6 +109,7 @@ FULL = Plan(
         (commit_scaling.RAW, 10_000, (32,)),
     ),
     scaling_repeats=2,
+    recovery=(("directory", 2000, (32,)), (commit_scaling.RECOVERED, 2000, (32,))),
     bytes_files=100,
     bytes_totals_mib=(1024, 4096),
     memory_mib=(256, 4096),
@@ -161,6 +166,12 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
             "commit scaling",
             lambda run, endpoint: commit_scaling.run_scaling(
                 run, endpoint, plan.scaling, plan.scaling_repeats
+            ),
+        ),
+        (
+            "recovery",
+            lambda run, endpoint: commit_scaling.run_scaling(
+                run, endpoint, plan.recovery, plan.scaling_repeats
             ),
         ),
         (

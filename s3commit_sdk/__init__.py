@@ -16,17 +16,23 @@ from .errors import (
     UnknownOptionError,
     UnsupportedSessionError,
 )
+from .formats import SuccessDocument
+from .options import CommitterName, ConflictMode, OutputFormat
 
 __all__ = [
     "CommitError",
     "CommittedFile",
+    "CommitterName",
     "ConcurrentCommitError",
     "ConflictError",
+    "ConflictMode",
     "InvalidArgumentError",
     "InvalidPathError",
+    "OutputFormat",
     "PendingSetError",
     "S3CommitError",
     "StoreError",
+    "SuccessDocument",
     "TaskFailedError",
     "UnknownOptionError",
     "UnsupportedSessionError",

@@ -1,5 +1,8 @@
 """What a failed or interrupted write left behind, stated from facts for the progress views.
 
+The runner calls :func:`failure_of` once a job failed and hands the :class:`Failure` to the
+progress tracker; progress itself never lists S3 (it imports nothing above it).
+
 The error's text and the notes the SDK added while it propagated say what the SDK did (aborted,
 rolled back, left the destination locked); one listing after the failure says what is left:
 this job's pending uploads and hidden metadata under the destination, and whether the
@@ -16,7 +19,7 @@ from .formats import CommitMarker
 from .layout import job_hidden_prefixes, marker_key
 from .paths import S3Location
 from .progress import Failure
-from .store import S3Store
+from .store import open_store
 from .uploads import job_of_key
 
 NOTE_PREFIX = "s3commit: "
@@ -62,9 +65,8 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
 
 
 def _left_by(job: Any) -> dict[str, Any]:
-
     location, job_id = job.location, job.job_id
-    store = S3Store(job.settings, pool_size=2)
+    store = open_store(job.settings, threads=1)
     pending = store.list_pending(location.bucket, location.dir_prefix)
     hidden = job_hidden_prefixes(location, job_id)
     locked = False

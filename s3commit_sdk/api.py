@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .committers import S3_ONLY, check_committer
+from .committers import check_committer
 from .credentials import CredentialsProvider
 from .delta.schema import delta_table_schema
 from .engines.connect import (
@@ -22,42 +22,47 @@ from .engines.connect import (
 from .engines.local import run_local_tasks, to_arrow
 from .engines.spark import is_spark_dataframe, run_spark_tasks, spark_conf, spark_schema_to_arrow
 from .errors import InvalidArgumentError, InvalidPathError, S3CommitError, for_humans
-from .options import CONFLICT_MODES, check_combination, resolve_options, spark_conf_defaults
+from .formats import CommittedFile, SuccessDocument
+from .listeners import make_listener
+from .options import (
+    CONFLICT_MODES,
+    OUTPUT_FORMATS,
+    S3_COMMITTERS,
+    SAVE_MODES,
+    CommitterName,
+    ConflictMode,
+    Engine,
+    OutputFormat,
+    check_choice,
+    check_combination,
+    resolve_options,
+    spark_conf_defaults,
+)
 from .paths import (
     HIVE_DEFAULT_PARTITION,
     S3Location,
     is_hidden,
     parse_destination,
-    parse_s3_url,
 )
-from .progress import ProgressTracker, job_seconds, make_listener
+from .progress import ProgressCallback, ProgressTracker, job_seconds
 from .protocol import JobContext
 from .runner import execute_job
 from .sparktypes import check_schema
-from .store import S3Settings, S3Store
+from .store import S3Settings, open_store
 from .uploads import read_success
-from .writers import FORMATS, file_format
-
-
-@dataclass(frozen=True)
-class CommittedFile:
-    path: str
-    key: str
-    size: int
-    rows: int
-    partition: dict[str, str | None]
-    etag: str
+from .writers import file_format
 
 
 @dataclass
 class WriteResult:
-    """What a committed write produced; ``success`` is the ``_SUCCESS`` document."""
+    """What a committed write produced; ``success`` is its ``_SUCCESS`` document (also when
+    the destination holds the classic committer's 0-byte marker or none at all)."""
 
     job_id: str
     committer: str
     destination: str
     files: list[CommittedFile]
-    success: dict[str, Any]
+    success: SuccessDocument
     rows: int
     bytes: int
     duration_s: float
@@ -65,27 +70,20 @@ class WriteResult:
     requests: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_success(cls, doc: Mapping[str, Any]) -> WriteResult:
-        """The result a committed job recorded in its ``_SUCCESS`` document (S3 committers)."""
-        location = parse_s3_url(doc["destination"])
-        files = [
-            CommittedFile(
-                location.url(f["key"]), f["key"], f["size"], f["rows"], f["partition"], f["etag"]
-            )
-            for f in doc.get("files", [])
-        ]
-        phases = dict(doc.get("durations", {}))
+    def from_success(cls, doc: SuccessDocument) -> WriteResult:
+        """The result a committed job recorded in its ``_SUCCESS`` document."""
+        phases = dict(doc.durations)
         return cls(
-            job_id=doc["jobId"],
-            committer=doc["committer"],
-            destination=doc["destination"],
-            files=files,
-            success=dict(doc),
-            rows=doc.get("rows", sum(f.rows for f in files)),
-            bytes=doc.get("bytes", sum(f.size for f in files)),
+            job_id=doc.job_id,
+            committer=doc.committer,
+            destination=doc.destination,
+            files=list(doc.files),
+            success=doc,
+            rows=doc.rows,
+            bytes=doc.bytes,
             duration_s=job_seconds(phases),
             phases=phases,
-            requests=dict(doc.get("requests", {})),
+            requests=dict(doc.requests),
         )
 
     def __repr__(self) -> str:
@@ -110,18 +108,21 @@ class WriteResult:
 def write_committed(
     df: Any,
     path: str,
-    committer: str = "partitioned",
+    *,
+    committer: CommitterName = "partitioned",
     partition_by: Sequence[str] | str | None = None,
-    conflict_mode: str | None = None,
-    format: str = "parquet",
+    conflict_mode: ConflictMode | None = None,
+    format: OutputFormat = "parquet",
     options: Mapping[str, Any] | None = None,
-    progress: Any = "auto",
+    progress: str | bool | ProgressCallback | None = "auto",
     credentials_provider: CredentialsProvider | None = None,
 ) -> WriteResult:
     """Write ``df`` to ``path`` through a zero-rename committer; nothing is visible until done.
 
     ``df`` is a pyspark DataFrame (tasks run on the executors) or a pandas DataFrame / pyarrow
-    Table (tasks run in this process). Argument errors raise before anything is uploaded.
+    Table (tasks run in this process). Everything after ``path`` is keyword-only; argument
+    errors raise before anything is uploaded, naming the nearest committer, format, conflict
+    mode or option to a misspelt one. ``options``: see :data:`s3commit_sdk.options.REGISTRY`.
     ``progress``: "auto" (a widget in a notebook front end, tqdm on a terminal, text lines in
     papermill, nbconvert and logs), "widget", "text", False, or a callable receiving
     :class:`~s3commit_sdk.progress.ProgressEvent`.
@@ -158,18 +159,14 @@ def write_committed(
         outcome = execute_job(job, run_tasks, tracker)
     except S3CommitError as exc:
         raise for_humans(exc)  # noqa: B904 (the chain is what for_humans decides on)
-    files = [
-        CommittedFile(f["path"], f["key"], f["size"], f["rows"], f["partition"], f["etag"])
-        for f in outcome.files
-    ]
     return WriteResult(
         job_id=job.job_id,
         committer=committer,
         destination=job.location.url(),
-        files=files,
+        files=outcome.files,
         success=outcome.success,
-        rows=sum(f.rows for f in files),
-        bytes=sum(f.size for f in files),
+        rows=sum(f.rows for f in outcome.files),
+        bytes=sum(f.size for f in outcome.files),
         duration_s=job_seconds(outcome.phases),
         phases=outcome.phases,
         requests=outcome.requests,
@@ -182,8 +179,7 @@ def check_destination(path: str, options: Mapping[str, Any] | None = None) -> No
     ``InvalidPathError``. For batch runs that should stop before computing anything."""
     location = parse_destination(path)
     if isinstance(location, S3Location):
-        settings = S3Settings.resolve(resolve_options(options))
-        S3Store(settings, pool_size=1).check_bucket(location.bucket)
+        open_store(options, threads=1).check_bucket(location.bucket)
 
 
 def read_result(path: str, options: Mapping[str, Any] | None = None) -> WriteResult:
@@ -204,35 +200,38 @@ def read_result(path: str, options: Mapping[str, Any] | None = None) -> WriteRes
 def new_job(
     path: str,
     *,
-    committer: str,
+    committer: CommitterName,
     partition_by: Sequence[str] | str | None,
-    conflict_mode: str | None,
-    format: str,
+    conflict_mode: ConflictMode | None,
+    format: OutputFormat,
     options: Mapping[str, Any] | None,
     schema: pa.Schema,
     conf: Mapping[str, str] | None,
     credentials_provider: CredentialsProvider | None = None,
+    default_conflict_mode: ConflictMode = "fail",
 ) -> JobContext:
     """Validate every argument of a write, before anything is uploaded; the job they describe.
 
     ``conf`` is the Spark session's conf, or None for in-process input. Shared by
-    ``write_committed`` and the ``s3commit`` Spark data source.
+    ``write_committed`` and the ``s3commit`` Spark data source, whose save mode is its
+    ``default_conflict_mode``: the mode where neither ``conflict_mode`` nor the option is given.
     """
     check_committer(committer)
-    if not isinstance(format, str) or format not in FORMATS:
-        raise InvalidArgumentError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    spark = conf is not None
-    resolved = resolve_options(options, spark_conf_defaults(conf) if spark else None)
-    mode = _conflict_mode(conflict_mode, resolved.conflict_mode)
-    check_combination(resolved, spark=spark, conflict_mode=mode)
+    check_choice("format", format, OUTPUT_FORMATS)
+    engine: Engine = "local" if conf is None else "spark"
+    resolved = resolve_options(options, None if conf is None else spark_conf_defaults(conf))
+    mode = _conflict_mode(conflict_mode, resolved.conflict_mode) or default_conflict_mode
+    check_combination(
+        resolved, options, committer=committer, format=format, engine=engine, conflict_mode=mode
+    )
     location = parse_destination(path)
-    if committer in S3_ONLY and not isinstance(location, S3Location):
+    if committer in S3_COMMITTERS and not isinstance(location, S3Location):
         raise InvalidPathError(
             f"committer {committer!r} writes to S3: use an s3:// destination, or "
             "committer='manifest' / 'file' for a store with rename such as file://"
         )
     columns = _partition_columns(partition_by)
-    if spark and getattr(location, "scheme", "") == "memory":
+    if engine == "spark" and getattr(location, "scheme", "") == "memory":
         raise InvalidPathError(
             "memory:// lives inside one Python process; Spark tasks run in other "
             "processes: use file:// or s3:// with a Spark DataFrame"
@@ -265,16 +264,19 @@ def _local_input(df: Any):
         ) from exc
 
 
-def _conflict_mode(argument: str | None, option: str | None) -> str:
-    if argument is not None and argument not in CONFLICT_MODES:
+def _conflict_mode(
+    argument: ConflictMode | None, option: ConflictMode | None
+) -> ConflictMode | None:
+    """The conflict mode ``conflict_mode=`` or the option ``staging.conflict-mode`` gives,
+    which must agree; None if neither does."""
+    if argument is None:
+        return option
+    mode = check_choice("conflict_mode", argument, CONFLICT_MODES, SAVE_MODES)
+    if option and mode != option:
         raise InvalidArgumentError(
-            f"unknown conflict_mode {argument!r}; use one of {', '.join(CONFLICT_MODES)}"
+            f"conflict_mode={mode!r} contradicts option staging.conflict-mode={option!r}"
         )
-    if argument and option and argument != option:
-        raise InvalidArgumentError(
-            f"conflict_mode={argument!r} contradicts option staging.conflict-mode={option!r}"
-        )
-    return argument or option or "fail"
+    return mode
 
 
 def _partition_columns(partition_by: Sequence[str] | str | None) -> tuple[str, ...]:

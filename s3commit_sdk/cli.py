@@ -312,13 +312,13 @@ def _success(args, options, now, out: TextIO) -> int:
     location = parse_s3_url(args.path)
     doc = up.read_success(args.path, options)
     if args.json:
-        print(json.dumps(doc, indent=2, default=str), file=out)
+        print(doc.to_json() if doc else json.dumps(None), file=out)
     else:
         print(f"_SUCCESS of {location.url()}", file=out)
         print(up.format_success(doc), file=out)
-        if doc and "deltaVersion" in doc:
-            removed = doc.get("deltaRemovedFiles", 0)
-            print(f"Delta table   version {doc['deltaVersion']}, {removed} files removed", file=out)
+        if doc and "deltaVersion" in doc.table:
+            version, removed = doc.table["deltaVersion"], doc.table.get("deltaRemovedFiles", 0)
+            print(f"Delta table   version {version}, {removed} files removed", file=out)
     return EXIT_OK
 
 

@@ -45,15 +45,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructField, StructType
 
 from .api import new_job
-from .committers import make_committer
 from .engines.connect import attempts_settle_seconds
-from .engines.spark import struct_to_arrow
-from .errors import InvalidArgumentError, InvalidPathError, PendingSetError
+from .engines.spark import execute_spark_task, struct_to_arrow
+from .errors import InvalidArgumentError, InvalidPathError, PendingSetError, crossing_spark
 from .options import parse_size, resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext, TaskCommit
-from .redaction import redacted_logs
-from .runner import execute_task, split_task_phase
+from .runner import abort_job, commit_job, setup_job, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
 from .store import S3Settings
 
@@ -91,8 +89,8 @@ class S3CommitDataSource(DataSource):
         arrow = struct_to_arrow(schema, "UTC")  # the batches carry the session's zone
         job = write_job(self.options, arrow, overwrite)
         started = time.time()
-        with redacted_logs(job.settings.secret_key, job.settings.session_token):
-            make_committer(job).setup_job()
+        with crossing_spark():  # in a Python worker: the typed error must survive Spark
+            setup_job(job)
         now = time.time()
         return S3CommitWriter(job, arrow, now - started, now)
 
@@ -124,9 +122,6 @@ def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) ->
     committer = given.pop("committer", "partitioned")
     columns = [c.strip() for c in given.pop("partition_by", "").split(",") if c.strip()]
     conflict_mode = given.pop("conflict_mode", None)
-    explicit = any(k.endswith("staging.conflict-mode") for k in given)
-    if conflict_mode is None and not explicit:
-        conflict_mode = "replace" if overwrite else "append"
     provider = given.pop("credentials_provider", None)
     return new_job(
         path,
@@ -138,6 +133,7 @@ def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) ->
         schema=schema,
         conf={},
         credentials_provider=provider,
+        default_conflict_mode="replace" if overwrite else "append",
     )
 
 
@@ -149,26 +145,21 @@ class S3CommitWriter(DataSourceArrowWriter):
         self.setup_s, self.tasks_from = setup_s, tasks_from
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        commit = execute_task(
-            self.job, ctx.partitionId(), ctx.attemptNumber(), iterator, self.schema
-        )
-        return TaskCommitMessage(commit.encode())
+        """One task attempt; its typed error reaches the driver in its envelope."""
+        return TaskCommitMessage(execute_spark_task(self.job, iterator, self.schema).encode())
 
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
         decoded = _decoded(messages)
         tasks = time.time() - self.tasks_from
         phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(decoded, tasks)}
-        with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
-            make_committer(self.job).commit_job(decoded, phases)
+        with crossing_spark():
+            commit_job(self.job, decoded, phases)
 
     def abort(self, messages: list[TaskCommitMessage | None]) -> None:
         """Wait until Spark has destroyed the killed attempts, then abort by job UUID."""
         time.sleep(attempts_settle_seconds())
-        with redacted_logs(self.job.settings.secret_key, self.job.settings.session_token):
-            make_committer(self.job).abort_job(_decoded(messages, strict=False))
+        with crossing_spark():
+            abort_job(self.job, _decoded(messages, strict=False))
 
 
 def _decoded(messages: list[TaskCommitMessage | None], strict: bool = True) -> list[TaskCommit]:

@@ -1,11 +1,33 @@
 """Typed errors. Every error the SDK raises subclasses :class:`S3CommitError`.
 
 Argument errors also subclass :class:`ValueError` and are raised before anything is uploaded.
+
+An error raised where Spark runs our code (a task, or the data source's job setup and commit in
+a Python worker) reaches the driver as text inside Spark's own exception, its type and fields
+lost. So it leaves that code with one extra line in its traceback, a structured envelope::
+
+    s3commit-error: {"type": "ConflictError", "message": "...", "destination": "s3://...",
+                     "job_id": "...", "visible": "nothing", "remedy": null}
+
+(one line, JSON), and :func:`from_spark` restores the exact class and fields from any exception
+Spark raised (py4j's, PySpark's, Spark Connect's). ``write_committed`` does this itself; after
+``df.write.format("s3commit").save(...)`` call it on what Spark raised::
+
+    try:
+        df.write.format("s3commit").option("committer", "partitioned").save(url)
+    except Exception as exc:
+        typed = from_spark(exc)
+        if typed is None:
+            raise
+        raise typed from exc  # typed.visible, typed.remedy: what is visible, what fixes it
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+from collections.abc import Iterator
 
 
 class S3CommitError(Exception):
@@ -102,6 +124,11 @@ class PendingSetError(S3CommitError):
     """A pendingset or other commit metadata failed validation on load."""
 
 
+class TaskCancelledError(S3CommitError):
+    """A task attempt stopped between batches because its engine cancelled it (its job was
+    interrupted or failed); the attempt aborted its output."""
+
+
 _REMOTE = re.compile(
     r"s3commit_sdk\.errors\.(?P<cls>\w+Error): (?P<msg>.*?)"
     r"(?:\n\s*\n|\n\tat |\n[A-Za-z_.]+Error|\Z)",
@@ -144,16 +171,90 @@ def for_humans(error: S3CommitError) -> S3CommitError:
     return error
 
 
-def from_task_failure(exc: BaseException) -> S3CommitError | None:
-    """Recover our typed error from an engine failure whose text carries it.
+#: The envelope's line in a traceback: the prefix, then one JSON object.
+ENVELOPE_PREFIX = "s3commit-error: "
+_ENVELOPE = re.compile(re.escape(ENVELOPE_PREFIX) + r"(\{.*\})")
 
-    Spark reports a task's Python exception as text inside a JVM exception; the type is lost.
-    The traceback names the class with its module, which is what we match on.
+
+def envelope(error: S3CommitError) -> str:
+    """``error`` as one line of text: its class, message and every plain field."""
+    fields = {
+        name: value
+        for name, value in vars(error).items()
+        if not name.startswith("_") and (value is None or isinstance(value, (str, int, float)))
+    }
+    body = {"type": type(error).__name__, "message": str(error), **fields}
+    return ENVELOPE_PREFIX + json.dumps(body, ensure_ascii=True)
+
+
+@contextlib.contextmanager
+def crossing_spark() -> Iterator[None]:
+    """Around code Spark runs for us: an :class:`S3CommitError` leaving it carries its envelope
+    as a note (the traceback Spark sends to the driver prints notes; ``str(error)`` is not
+    changed). Not for code on the user's side: the note would show in their traceback."""
+    try:
+        yield
+    except S3CommitError as error:
+        error.__notes__ = [  # one envelope, with the fields as they are now
+            note
+            for note in getattr(error, "__notes__", [])
+            if not str(note).startswith(ENVELOPE_PREFIX)
+        ]
+        error.add_note(envelope(error))
+        raise
+
+
+def from_spark(exc: BaseException) -> S3CommitError | None:
+    """The SDK's typed error inside an exception Spark raised, or None if it holds none.
+
+    Reads the envelope (class, message, ``destination``, ``job_id``, ``visible``, ``remedy``)
+    from the text of ``exc`` and its causes; an error raised without one (by an older version)
+    is matched by the class name in its traceback, message only. ``exc`` itself when it is
+    already typed; None for an interrupt (``KeyboardInterrupt`` stays what it is).
     """
-    match = _REMOTE.search(str(exc))
-    if not match:
+    if isinstance(exc, S3CommitError):
+        return exc
+    if not isinstance(exc, Exception):
         return None
-    cls = globals().get(match["cls"])
-    if not (isinstance(cls, type) and issubclass(cls, S3CommitError)):
+    texts = [str(e) for e in _chain(exc)]
+    for text in texts:
+        for match in _ENVELOPE.finditer(text):
+            restored = _restored(match[1])
+            if restored is not None:
+                return restored
+    for text in texts:
+        match = _REMOTE.search(text)
+        if match:
+            cls = _error_class(match["cls"])
+            if cls is not None:
+                return cls(match["msg"].strip())
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _error_class(name: str) -> type[S3CommitError] | None:
+    cls = globals().get(name)
+    return cls if isinstance(cls, type) and issubclass(cls, S3CommitError) else None
+
+
+def _restored(text: str) -> S3CommitError | None:
+    try:
+        body = json.loads(text)
+    except ValueError:
         return None
-    return cls(match["msg"].strip())
+    cls = _error_class(str(body.pop("type", "")))
+    if cls is None:
+        return None
+    error = cls(str(body.pop("message", "")))
+    for name, value in body.items():
+        if name in vars(error):  # only the fields this class has
+            setattr(error, name, value)
+    return error

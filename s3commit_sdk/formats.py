@@ -1,21 +1,26 @@
 """Commit metadata as JSON: ``.pendingset`` (of Hadoop's ``.pending`` entries), the commit
-journal, task manifests and ``_SUCCESS``.
+journal, task manifests, the rename committers' task-commit payloads and ``_SUCCESS``.
 
-Field names follow Hadoop's S3A ``SinglePendingCommit`` / ``PendingSet`` / ``SuccessData`` so
-their readers understand ours; loading validates strictly, because a tampered pendingset must
-never complete an upload outside the job.
+Each is a dataclass; code reads its attributes, never the JSON. Field names follow Hadoop's
+S3A ``SinglePendingCommit`` / ``PendingSet`` / ``SuccessData`` and the manifest committer's
+``TaskManifest`` so their readers understand ours; loading validates strictly (a fault is a
+``PendingSetError``), because a tampered pendingset must never complete an upload outside the
+job.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote, unquote
 
-from .errors import PendingSetError
+from .errors import InvalidPathError, PendingSetError
+from .paths import FsLocation, S3Location, parse_destination
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 2
@@ -162,48 +167,240 @@ def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def success_document(
-    *,
-    committer: str,
-    job_id: str,
-    job_id_source: str,
-    description: str,
-    filenames: list[str],
-    metrics: dict[str, int],
-    diagnostics: dict[str, str],
-    extra: dict[str, Any],
-) -> dict[str, Any]:
-    """The ``_SUCCESS`` JSON: Hadoop's SuccessData fields, then ours (Hadoop ignores extras)."""
-    now = datetime.now(timezone.utc)
-    return {
-        "name": SUCCESS_NAME,
-        "timestamp": int(now.timestamp() * 1000),
-        "date": now.strftime("%a %b %d %H:%M:%S UTC %Y"),
-        "hostname": socket.gethostname(),
-        "committer": committer,
-        "description": description,
-        "jobId": job_id,
-        "jobIdSource": job_id_source,
-        "filenames": filenames[:SUCCESS_FILENAMES_CAP],
-        "metrics": metrics,
-        "diagnostics": diagnostics,
-        "iostatistics": iostatistics(metrics),
-        "success": True,
-        **extra,
-    }
+@dataclass(frozen=True)
+class CommittedFile:
+    """One file a job committed: its full URL, store key, size, rows, partition values, ETag
+    and the id of the task that wrote it."""
+
+    path: str
+    key: str
+    size: int
+    rows: int
+    partition: dict[str, str | None]
+    etag: str
+    task: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``_SUCCESS`` ``files`` entry: every field but ``path`` (the destination and the
+        key give it back)."""
+        return {
+            "key": self.key,
+            "size": self.size,
+            "rows": self.rows,
+            "partition": dict(self.partition),
+            "etag": self.etag,
+            "task": self.task,
+        }
+
+    def __getitem__(self, name: str) -> Any:
+        """The fields by name, as the ``files`` entries of ``_SUCCESS`` (and of the job outcome
+        before it was typed) are read: ``f["rows"]``."""
+        if name not in _FILE_KEYS and name != "path":
+            raise KeyError(name)
+        return getattr(self, name)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], location: S3Location | FsLocation) -> CommittedFile:
+        """A ``files`` entry of ``_SUCCESS`` at ``location``; a malformed one is a typed error."""
+        _require(
+            isinstance(raw, Mapping) and set(raw) == _FILE_KEYS,
+            f"a _SUCCESS files entry needs exactly {sorted(_FILE_KEYS)}: {raw!r:.200}",
+        )
+        key = raw["key"]
+        _require(isinstance(key, str) and bool(key), f"a _SUCCESS file has a bad key {key!r}")
+        for name, check in (
+            ("size", _is_count),
+            ("rows", _is_count),
+            ("partition", _is_partition),
+            ("etag", _is_str),
+            ("task", _is_str),
+        ):
+            _require(check(raw[name]), f"_SUCCESS file {key!r} has a bad {name} {raw[name]!r}")
+        return cls(
+            path=location.url(key),
+            key=key,
+            size=raw["size"],
+            rows=raw["rows"],
+            partition=dict(raw["partition"]),
+            etag=raw["etag"],
+            task=raw["task"],
+        )
 
 
-def parse_success(body: bytes) -> dict[str, Any] | None:
+_FILE_KEYS = {"key", "size", "rows", "partition", "etag", "task"}
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return _is_int(value) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, float)
+
+
+def _is_partition(value: Any) -> bool:
+    return _map_of(lambda v: v is None or isinstance(v, str))(value)
+
+
+def _list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, list) and all(check(v) for v in value)
+
+
+def _map_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: (
+        isinstance(value, dict) and all(isinstance(k, str) and check(v) for k, v in value.items())
+    )
+
+
+#: The ``_SUCCESS`` keys after ``name``, in the order written (Hadoop's SuccessData fields,
+#: then ours), each with its attribute on :class:`SuccessDocument` and the check of its shape.
+_SUCCESS_FIELDS: tuple[tuple[str, str, Callable[[Any], bool]], ...] = (
+    ("timestamp", "timestamp", _is_int),
+    ("date", "date", _is_str),
+    ("hostname", "hostname", _is_str),
+    ("committer", "committer", _is_str),
+    ("description", "description", _is_str),
+    ("jobId", "job_id", _is_str),
+    ("jobIdSource", "job_id_source", _is_str),
+    ("filenames", "filenames", _list_of(_is_str)),
+    ("metrics", "metrics", _map_of(_is_int)),
+    ("diagnostics", "diagnostics", _map_of(_is_str)),
+    ("iostatistics", "iostatistics", _map_of(lambda v: isinstance(v, dict))),
+    ("success", "success", lambda v: isinstance(v, bool)),
+    ("destination", "destination", _is_str),
+    ("conflictMode", "conflict_mode", _is_str),
+    ("format", "format", _is_str),
+    ("partitionBy", "partition_by", _list_of(_is_str)),
+    ("files", "files", lambda v: isinstance(v, list)),  # entries: CommittedFile.from_dict
+    ("partitions", "partitions", _list_of(_is_str)),
+    ("replacedObjects", "replaced_objects", _is_count),
+    ("rows", "rows", _is_count),
+    ("bytes", "bytes", _is_count),
+    ("bytesUploaded", "bytes_uploaded", _is_count),
+    ("durations", "durations", _map_of(_is_number)),
+    ("taskDurations", "task_durations", _map_of(_is_number)),
+    ("requests", "requests", _map_of(_is_int)),
+    ("retries", "retries", _map_of(_is_int)),
+    ("completionChecks", "completion_checks", _map_of(_is_int)),
+)
+_SUCCESS_ATTRS = {key: attr for key, attr, _ in _SUCCESS_FIELDS}
+
+
+@dataclass
+class SuccessDocument(Mapping[str, Any]):
+    """The ``_SUCCESS`` JSON every committer writes, typed: Hadoop's SuccessData fields
+    ("Committing work to S3 with the S3A Committers") then ours; Hadoop ignores the extras.
+
+    ``name`` is always :data:`SUCCESS_NAME`. ``table`` holds the fields a table format adds
+    at the top level (Delta: ``deltaVersion``, ``deltaRemovedFiles``). As a ``Mapping`` the
+    document is its JSON view: ``doc["jobId"]`` is ``to_dict()["jobId"]``, for code written
+    when ``_SUCCESS`` was a dict; new code reads the attributes.
+    """
+
+    timestamp: int  # milliseconds since the epoch
+    date: str
+    hostname: str
+    committer: str
+    description: str
+    job_id: str
+    job_id_source: str
+    filenames: list[str]  # the first SUCCESS_FILENAMES_CAP files, as "/key"
+    metrics: dict[str, int]
+    diagnostics: dict[str, str]
+    iostatistics: dict[str, Any]  # Hadoop's IOStatistics shape, counters only
+    destination: str
+    conflict_mode: str
+    format: str
+    partition_by: list[str]
+    files: list[CommittedFile]
+    partitions: list[str]
+    replaced_objects: int
+    rows: int
+    bytes: int
+    bytes_uploaded: int
+    durations: dict[str, float]  # seconds per phase
+    task_durations: dict[str, float]  # seconds per committed task
+    requests: dict[str, int]  # HTTP requests (or store calls) by operation
+    retries: dict[str, int]  # retries by reason
+    completion_checks: dict[str, int]
+    success: bool = True
+    table: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        shadowed = sorted(set(self.table) & ({"name"} | set(_SUCCESS_ATTRS)))
+        if shadowed:
+            raise ValueError(f"table fields {shadowed} would replace _SUCCESS fields")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document, keys in the order written."""
+        return {key: self[key] for key in self}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SuccessDocument:
+        """A parsed ``_SUCCESS``; any key missing or of the wrong shape is a typed error.
+
+        Keys beyond ours are a table format's (:attr:`table`), kept as they are.
+        """
+        _require(
+            isinstance(raw, Mapping) and raw.get("name") == SUCCESS_NAME,
+            "_SUCCESS is not a SuccessData JSON document",
+        )
+        missing = [key for key in _SUCCESS_ATTRS if key not in raw]
+        _require(not missing, f"_SUCCESS lacks {', '.join(missing)}: not written by s3commit_sdk")
+        for key, _, check in _SUCCESS_FIELDS:
+            _require(check(raw[key]), f"_SUCCESS has a malformed {key}: {raw[key]!r:.200}")
+        try:
+            location = parse_destination(raw["destination"])
+        except InvalidPathError as exc:
+            raise PendingSetError(f"_SUCCESS names a bad destination: {exc}") from exc
+        values = {a: copy.deepcopy(raw[k]) for k, a in _SUCCESS_ATTRS.items() if k != "files"}
+        values["files"] = [CommittedFile.from_dict(f, location) for f in raw["files"]]
+        table = {
+            k: copy.deepcopy(v) for k, v in raw.items() if k != "name" and k not in _SUCCESS_ATTRS
+        }
+        return cls(**values, table=table)
+
+    # -- the JSON view ---------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        """The value ``to_dict()`` has under ``key`` (a copy: changing it changes nothing)."""
+        if key == "name":
+            return SUCCESS_NAME
+        attr = _SUCCESS_ATTRS.get(key)
+        if attr is None:
+            return copy.deepcopy(self.table[key])
+        if attr == "files":
+            return [f.to_dict() for f in self.files]
+        return copy.deepcopy(getattr(self, attr))
+
+    def __iter__(self) -> Iterator[str]:
+        yield "name"
+        yield from _SUCCESS_ATTRS
+        yield from self.table
+
+    def __len__(self) -> int:
+        return 1 + len(_SUCCESS_ATTRS) + len(self.table)
+
+
+def parse_success(body: bytes) -> SuccessDocument | None:
     """The parsed ``_SUCCESS``; None for the 0-byte marker of the classic committer."""
     if not body.strip():
         return None
     try:
-        doc = json.loads(body)
+        raw = json.loads(body)
     except ValueError as exc:
         raise PendingSetError(f"_SUCCESS is not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("name") != SUCCESS_NAME:
-        raise PendingSetError("_SUCCESS is not a SuccessData JSON document")
-    return doc
+    return SuccessDocument.from_dict(raw)
 
 
 JOURNAL_VERSION = 1
@@ -280,47 +477,186 @@ TASK_MANIFEST_TYPE = (
 )
 
 
-def task_manifest(
-    job_id: str,
-    task_id: str,
-    attempt_id: str,
-    attempt_dir: str,
-    files: list[dict[str, Any]],
-    directories: list[dict[str, Any]],
-    extra: dict[str, Any],
-    counters: dict[str, int],
-) -> str:
-    """A manifest committer task manifest (seed 004, "Manifest Committer Protocol").
+@dataclass(frozen=True)
+class ManifestFile:
+    """One file of a task manifest: where the task wrote it, where job commit renames it, its
+    size, and the rows and partition values ``_SUCCESS`` reports (kept in ``extraData``)."""
 
-    ``files`` entries: ``s`` source URI, ``d`` destination URI, ``z`` size, ``e`` etag;
-    ``directories``: ``d`` URI, ``t`` status, ``l`` depth. URIs are percent-encoded.
+    source: str
+    destination: str
+    size: int
+    rows: int = 0
+    partition: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ManifestDirectory:
+    """A directory job commit creates before renaming into it: its path, status and depth."""
+
+    path: str
+    status: int
+    depth: int
+
+
+@dataclass
+class TaskManifest:
+    """A manifest committer task manifest ("Manifest Committer Protocol", TaskManifest).
+
+    In the JSON, ``files`` entries are ``s`` source URI, ``d`` destination URI, ``z`` size,
+    ``e`` etag; ``directories`` entries ``d`` URI, ``t`` status, ``l`` depth; URIs are
+    percent-encoded. ``extraData`` maps a file's encoded destination to its rows and partition.
+    Here the paths are plain.
     """
-    return json.dumps(
-        {
-            "type": TASK_MANIFEST_TYPE,
-            "version": 1,
-            "jobId": job_id,
-            "jobAttemptNumber": 0,
-            "taskID": task_id,
-            "taskAttemptID": attempt_id,
-            "taskAttemptDir": attempt_dir,
-            "files": files,
-            "directories": directories,
-            "extraData": extra,
-            "iostatistics": iostatistics(counters),
-        }
+
+    job_id: str
+    task_id: str
+    attempt_id: str
+    attempt_dir: str
+    files: list[ManifestFile]
+    directories: list[ManifestDirectory]
+    counters: dict[str, int]  # the task's store requests, by operation
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "type": TASK_MANIFEST_TYPE,
+                "version": 1,
+                "jobId": self.job_id,
+                "jobAttemptNumber": 0,
+                "taskID": self.task_id,
+                "taskAttemptID": self.attempt_id,
+                "taskAttemptDir": quote(self.attempt_dir),
+                "files": [
+                    {"s": quote(f.source), "d": quote(f.destination), "z": f.size, "e": None}
+                    for f in self.files
+                ],
+                "directories": [
+                    {"d": quote(d.path), "t": d.status, "l": d.depth} for d in self.directories
+                ],
+                "extraData": {
+                    quote(f.destination): {"rows": f.rows, "partition": f.partition}
+                    for f in self.files
+                },
+                "iostatistics": iostatistics(self.counters),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, body: bytes, job_id: str) -> TaskManifest:
+        """A saved manifest of job ``job_id``; any fault of shape or ownership is a typed error."""
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise PendingSetError(f"malformed task manifest: {exc}") from exc
+        _require(isinstance(doc, dict), "a task manifest must be a JSON object")
+        kind, version = doc.get("type"), doc.get("version")
+        _require(kind == TASK_MANIFEST_TYPE, f"not a task manifest: {kind!r}")
+        _require(version == 1, f"unknown task manifest version {version!r}")
+        _require(doc.get("jobId") == job_id, f"task manifest of job {doc.get('jobId')!r}")
+        try:
+            extra = doc["extraData"]
+            files = [_manifest_file(f, extra.get(f["d"], {})) for f in doc["files"]]
+            directories = [
+                ManifestDirectory(
+                    unquote(_checked(d["d"], _is_str)),
+                    _checked(d["t"], _is_int),
+                    _checked(d["l"], _is_int),
+                )
+                for d in doc["directories"]
+            ]
+            manifest = cls(
+                job_id,
+                _checked(doc["taskID"], _is_str),
+                _checked(doc["taskAttemptID"], _is_str),
+                unquote(_checked(doc["taskAttemptDir"], _is_str)),
+                files,
+                directories,
+                _checked(doc["iostatistics"]["counters"], _map_of(_is_int)),
+            )
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise PendingSetError(f"malformed task manifest: {exc!r}") from exc
+        destinations = [f.destination for f in files]
+        _require(
+            len(destinations) == len(set(destinations)), "duplicate destinations in a manifest"
+        )
+        return manifest
+
+
+def _manifest_file(entry: dict[str, Any], info: dict[str, Any]) -> ManifestFile:
+    """A manifest's ``files`` entry with its ``extraData`` (rows, partition)."""
+    return ManifestFile(
+        unquote(_checked(entry["s"], _is_str)),
+        unquote(_checked(entry["d"], _is_str)),
+        _checked(entry["z"], _is_count),
+        _checked(info.get("rows", 0), _is_count),
+        _checked(info.get("partition", {}), _is_partition),
     )
 
 
-def load_task_manifest(body: bytes, job_id: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise PendingSetError(f"malformed task manifest: {exc}") from exc
-    _require(isinstance(doc, dict), "a task manifest must be a JSON object")
-    _require(doc.get("type") == TASK_MANIFEST_TYPE, f"not a task manifest: {doc.get('type')!r}")
-    _require(doc.get("version") == 1, f"unknown task manifest version {doc.get('version')!r}")
-    _require(doc.get("jobId") == job_id, f"task manifest of job {doc.get('jobId')!r}")
-    destinations = [f.get("d") for f in doc.get("files", [])]
-    _require(len(destinations) == len(set(destinations)), "duplicate destinations in a manifest")
-    return doc
+def _checked(value: Any, check: Callable[[Any], bool]) -> Any:
+    """``value`` if it passes ``check``; else a ``TypeError`` (a malformed document)."""
+    if not check(value):
+        raise TypeError(f"unexpected value {value!r:.200}")
+    return value
+
+
+@dataclass(frozen=True)
+class ManifestPayload:
+    """The manifest committer's task-commit payload: the store path of the attempt's saved
+    task manifest (job commit loads that one, never a losing attempt's)."""
+
+    manifest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"manifest": self.manifest}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ManifestPayload:
+        _require(
+            isinstance(raw, Mapping) and set(raw) == {"manifest"} and _is_str(raw["manifest"]),
+            f"a manifest task payload is {{'manifest': path}}, not {raw!r:.200}",
+        )
+        return cls(raw["manifest"])
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A file a task attempt wrote: path relative to the destination, rows, size, partition."""
+
+    relpath: str
+    rows: int
+    size: int
+    partition: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class ClassicPayload:
+    """The classic (``file``) committer's task-commit payload: the attempt's files, which job
+    commit merges (v1) or reports (v2), and the store requests the attempt made."""
+
+    files: list[TaskFile]
+    requests: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Files as ``[relpath, rows, size, partition]`` rows: the message stays small."""
+        return {
+            "files": [[f.relpath, f.rows, f.size, f.partition] for f in self.files],
+            "requests": dict(self.requests),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ClassicPayload:
+        try:
+            _require(isinstance(raw, Mapping) and set(raw) == {"files", "requests"}, "bad keys")
+            files = [
+                TaskFile(
+                    _checked(relpath, lambda v: _is_str(v) and bool(v)),
+                    _checked(rows, _is_count),
+                    _checked(size, _is_count),
+                    dict(_checked(partition, _is_partition)),
+                )
+                for relpath, rows, size, partition in raw["files"]
+            ]
+            return cls(files, dict(_checked(raw["requests"], _map_of(_is_int))))
+        except (PendingSetError, TypeError, ValueError) as exc:
+            raise PendingSetError(f"malformed file committer task payload: {exc}") from exc

@@ -1,26 +1,91 @@
-"""Committer options: names mirror Hadoop's ``fs.s3a.committer.*`` keys without the prefix.
+"""A write's vocabulary and its options, each option declared once in :data:`REGISTRY`.
 
-Spark conf keys ``spark.hadoop.fs.s3a.committer.<name>`` set defaults; ``options=`` wins.
+The names a write takes (committers, conflict modes, formats, engines) are ``Literal`` types;
+the runtime checks read their values with ``typing.get_args``. Every option is one
+:class:`OptionSpec`: its names, parser, default, meaning and the committers, formats and engines
+that read it. Resolving, refusing an option a write would ignore, the Spark conf defaults,
+``_SUCCESS``'s options and the reference table (:func:`reference_table`) all read the registry.
+
+Names mirror Hadoop's ``fs.s3a.committer.*`` keys ("Committing work to S3 with the S3A
+Committers") and may be given with or without that prefix; Spark conf keys
+``spark.hadoop.fs.s3a.committer.<name>`` set defaults; ``options=`` wins.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from functools import partial
+from typing import Any, Literal, get_args
 
 from .credentials import AccessKeys
 from .errors import InvalidArgumentError, UnknownOptionError
 from .textformat import format_bytes
 
-CONFLICT_MODES = ("fail", "append", "replace")
+# -- the names a write takes ------------------------------------------------------------------
+#: the committers that stream output into multipart uploads only job commit completes (s3://)
+S3CommitterName = Literal["directory", "partitioned", "magic"]
+#: the committers that rename files, on any store with rename
+RenameCommitterName = Literal["manifest", "file"]
+CommitterName = Literal[S3CommitterName, RenameCommitterName]
+ConflictMode = Literal["fail", "append", "replace"]
+OutputFormat = Literal["parquet", "orc", "csv", "json", "delta"]
+#: where a write's tasks run: this process (pandas / Arrow input) or Spark (classic or Connect)
+Engine = Literal["local", "spark"]
+
+S3_COMMITTERS: tuple[S3CommitterName, ...] = get_args(S3CommitterName)
+RENAME_COMMITTERS: tuple[RenameCommitterName, ...] = get_args(RenameCommitterName)
+COMMITTER_NAMES: tuple[CommitterName, ...] = get_args(CommitterName)
+CONFLICT_MODES: tuple[ConflictMode, ...] = get_args(ConflictMode)
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
+ENGINES: tuple[Engine, ...] = get_args(Engine)
+ENGINE_INPUT: dict[Engine, str] = {"local": "pandas / Arrow input", "spark": "a Spark DataFrame"}
+#: Spark's save modes, suggested as the conflict mode that does what they do
+SAVE_MODES: dict[str, ConflictMode] = {
+    "overwrite": "replace",
+    "error": "fail",
+    "errorifexists": "fail",
+}
+
+HADOOP_PREFIX = "fs.s3a.committer."
+SPARK_CONF_PREFIX = "spark.hadoop." + HADOOP_PREFIX
+
+
+def did_you_mean(
+    word: object, names: Iterable[str], aliases: Mapping[str, str] | None = None
+) -> str:
+    """``" did you mean 'x'?"`` for the name closest to ``word`` (difflib), or ``""``;
+    ``aliases`` maps words of another vocabulary to ours (Spark's save modes)."""
+    if not isinstance(word, str):
+        return ""
+    text = word.strip().lower()
+    if aliases and text in aliases:
+        return f" did you mean {aliases[text]!r}?"
+    close = difflib.get_close_matches(text, list(names), n=1)
+    return f" did you mean {close[0]!r}?" if close else ""
+
+
+def check_choice(
+    what: str, value: object, choices: tuple[str, ...], aliases: Mapping[str, str] | None = None
+) -> Any:
+    """``value`` if it is one of ``choices``; else ``InvalidArgumentError`` naming them all and
+    the nearest (or the alias that means it)."""
+    if isinstance(value, str) and value in choices:
+        return value
+    raise InvalidArgumentError(
+        f"unknown {what} {value!r};{did_you_mean(value, choices, aliases)} use one of "
+        f"{', '.join(choices)}"
+    )
+
+
+# -- values -----------------------------------------------------------------------------------
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PART_SIZE = 5 * 1024**3
 MAX_PARTS = 10_000
-SPARK_CONF_PREFIX = "spark.hadoop.fs.s3a.committer."
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.I)
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
@@ -123,8 +188,16 @@ def parse_duration(name: str, value: Any) -> float:
 def parse_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in choices:
-        raise InvalidArgumentError(f"option {name!r} must be one of {', '.join(choices)}")
+        suggestion = did_you_mean(text, choices)
+        raise InvalidArgumentError(
+            f"option {name!r} must be one of {', '.join(choices)}, got {value!r}"
+            + (f";{suggestion}" if suggestion else "")
+        )
     return text
+
+
+def _parse_algorithm(name: str, value: Any) -> int:
+    return int(parse_choice(name, value, ("1", "2")))
 
 
 def _text(name: str, value: Any) -> str:
@@ -161,13 +234,15 @@ def parse_region(name: str, value: Any) -> str:
     return text
 
 
+# -- the resolved options of one job ----------------------------------------------------------
 @dataclass(frozen=True)
 class CommitOptions(AccessKeys):
-    """Resolved options of one job. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
+    """Resolved options of one job, with their defaults; every field is one option of
+    :data:`REGISTRY`. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
 
     threads: int = 32
     upload_threads: int = 4
-    conflict_mode: str | None = None
+    conflict_mode: ConflictMode | None = None
     unique_filenames: bool = True
     abort_pending_uploads: str = "job"
     buffer_dir: str = field(default_factory=local_dir)
@@ -193,56 +268,323 @@ class CommitOptions(AccessKeys):
     task_max_attempts: int = 1
 
     def public(self) -> dict[str, Any]:
-        """The options as written into ``_SUCCESS``: credentials left out."""
-        hidden = {f.name for f in fields(AccessKeys)}
+        """The options as written into ``_SUCCESS``: the registry's secrets left out."""
+        hidden = {spec.attribute for spec in REGISTRY if spec.secret}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
 
 
-# option name -> (dataclass field, parser)
-_PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "threads": ("threads", lambda n, v: parse_int(n, v, 1)),
-    "upload.threads": ("upload_threads", lambda n, v: parse_int(n, v, 1)),
-    "staging.conflict-mode": (
+# -- the registry -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its name, how its value is read, its meaning, and what reads it.
+
+    Its default is the :class:`CommitOptions` field's; ``shown_default`` is that default as a
+    user writes it, where the value alone would not say it (``64M``, "one per core").
+    """
+
+    name: str
+    attribute: str
+    parse: Callable[[str, Any], Any]
+    doc: str
+    committers: tuple[CommitterName, ...] = COMMITTER_NAMES
+    formats: tuple[OutputFormat, ...] = OUTPUT_FORMATS
+    engines: tuple[Engine, ...] = ENGINES
+    shown_default: str = ""
+    #: what to do instead, said when a write refuses the option
+    hint: str = ""
+    #: a credential: kept out of ``_SUCCESS``
+    secret: bool = False
+
+    @property
+    def hadoop_name(self) -> str:
+        return HADOOP_PREFIX + self.name
+
+    @property
+    def spark_conf_key(self) -> str:
+        return SPARK_CONF_PREFIX + self.name
+
+    @property
+    def default(self) -> Any:
+        return getattr(CommitOptions(), self.attribute)
+
+    def applies_to(self) -> str:
+        """Where the option is read, in words (``"every write"`` if everywhere)."""
+        where = []
+        if self.committers != COMMITTER_NAMES:
+            where.append(_names("committer", self.committers))
+        if self.formats != OUTPUT_FORMATS:
+            where.append(_names("format", self.formats))
+        if self.engines != ENGINES:
+            where.append(" or ".join(ENGINE_INPUT[engine] for engine in self.engines))
+        return ", ".join(where) or "every write"
+
+    def ignored_by(self, committer: str, format: str, engine: Engine) -> str | None:
+        """Why a write with this committer, format and engine would ignore the option, or None.
+
+        The committers of one kind (S3, rename) share their options, as one Hadoop
+        ``fs.s3a.committer.*`` configuration serves all its S3A committers: one options mapping
+        then serves ``directory``, ``partitioned`` and ``magic`` alike (``buffer.dir`` is
+        harmless with ``magic``). An option no committer of the write's kind reads is refused.
+        """
+        kind = S3_COMMITTERS if committer in S3_COMMITTERS else RENAME_COMMITTERS
+        if set(self.committers).isdisjoint(kind):
+            return f"committer {committer!r} would ignore it"
+        if format not in self.formats:
+            return f"format {format!r} would ignore it"
+        if engine not in self.engines:
+            return self.hint or f"a write of {ENGINE_INPUT[engine]} would ignore it"
+        return None
+
+
+def _names(what: str, names: tuple[str, ...]) -> str:
+    return f"{what}s {', '.join(names)}" if len(names) > 1 else f"{what} {names[0]}"
+
+
+def _positive(name: str, value: Any) -> int:
+    return parse_int(name, value, 1)
+
+
+_RETRY = "attempts per request for"
+REGISTRY: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "threads",
+        "threads",
+        _positive,
+        "job-commit threads (completions, aborts, renames); also sizes the connection pool",
+    ),
+    OptionSpec(
+        "upload.threads",
+        "upload_threads",
+        _positive,
+        "parallel part uploads per task (separate from the job-commit `threads`)",
+        committers=S3_COMMITTERS,
+    ),
+    OptionSpec(
+        "multipart.size",
+        "multipart_size",
+        parse_part_size,
+        "part size (at least `5M`, at most `5G`: S3's limits). S3 takes at most 10,000 parts "
+        "per file: the staging committers raise the part size of a larger file to fit (a file "
+        "of 1 TiB goes in parts of 105 MiB); the magic committer, which streams and cannot "
+        "know the size, fails the task when a file reaches 10,000 parts (625 GiB at `64M`), "
+        "naming the option",
+        committers=S3_COMMITTERS,
+        shown_default="`64M`",
+    ),
+    OptionSpec(
+        "staging.conflict-mode",
         "conflict_mode",
-        lambda n, v: parse_choice(n, v, CONFLICT_MODES),
+        partial(parse_choice, choices=CONFLICT_MODES),
+        "same as `conflict_mode=`",
+        shown_default="`fail`",
     ),
-    "staging.unique-filenames": ("unique_filenames", parse_bool),
-    "abort.pending.uploads": (
+    OptionSpec(
+        "staging.unique-filenames",
+        "unique_filenames",
+        parse_bool,
+        "put the job UUID in every file name. `false` gives Spark's plain `part-00000-c000...` "
+        "names: a later write's files then replace same-named ones, so it is refused with "
+        '`conflict_mode="append"`; and after a failure neither the job\'s report nor '
+        "`s3commit abort` can tell this job's files and uploads by name (the report says so)",
+    ),
+    OptionSpec(
+        "abort.pending.uploads",
         "abort_pending_uploads",
-        lambda n, v: parse_choice(n, v, ("job", "all")),
+        partial(parse_choice, choices=("job", "all")),
+        "`job`: clean up only this job's uploads; `all`: abort every pending upload under the "
+        "destination (unsafe with concurrent writers)",
+        committers=S3_COMMITTERS,
     ),
-    "buffer.dir": ("buffer_dir", _text),
-    "multipart.size": ("multipart_size", parse_part_size),
-    "marksuccessfuljobs": ("mark_successful_jobs", parse_bool),
-    "max_records_per_file": ("max_records_per_file", lambda n, v: parse_int(n, v, 0)),
-    "validate.output": ("validate_output", parse_bool),
-    "magic.cleanup": ("magic_cleanup", parse_bool),
-    "algorithm.version": ("algorithm_version", lambda n, v: int(parse_choice(n, v, ("1", "2")))),
-    "success.json": ("success_json", parse_bool),
-    "retry.mode": ("retry_mode", lambda n, v: parse_choice(n, v, ("standard", "adaptive"))),
-    "retry.max-attempts": ("retry_max_attempts", lambda n, v: parse_int(n, v, 1)),
-    "retry.throttle.limit": ("retry_throttle_limit", lambda n, v: parse_int(n, v, 1)),
-    "retry.throttle.interval": ("retry_throttle_interval", parse_duration),
-    "retry.throttle.max-duration": ("retry_throttle_max_duration", parse_duration),
-    "path.style.access": ("path_style_access", parse_bool),
-    "checksums": (
+    OptionSpec(
+        "buffer.dir",
+        "buffer_dir",
+        _text,
+        "local staging directory; needs room for a task's output",
+        committers=("directory", "partitioned"),
+        shown_default="`$TMPDIR/s3commit-<uid>`",
+    ),
+    OptionSpec("marksuccessfuljobs", "mark_successful_jobs", parse_bool, "write `_SUCCESS`"),
+    OptionSpec(
+        "max_records_per_file",
+        "max_records_per_file",
+        partial(parse_int, minimum=0),
+        "roll to a new file after this many rows (`c000`, `c001`, ...)",
+        shown_default="0 (no limit)",
+    ),
+    OptionSpec(
+        "magic.cleanup",
+        "magic_cleanup",
+        parse_bool,
+        "delete the job's `__magic/job-<uuid>/` tree at job end",
+        committers=("magic",),
+    ),
+    OptionSpec(
+        "algorithm.version",
+        "algorithm_version",
+        _parse_algorithm,
+        "FileOutputCommitter algorithm: 1 (task output renamed into place at job commit) or 2 "
+        "(at task commit)",
+        committers=("file",),
+    ),
+    OptionSpec(
+        "success.json",
+        "success_json",
+        parse_bool,
+        "a JSON `_SUCCESS` instead of the 0-byte one",
+        committers=("file",),
+    ),
+    OptionSpec(
+        "validate.output",
+        "validate_output",
+        parse_bool,
+        "check every committed file's size (and the S3 committers' multipart ETag: a listing "
+        "per directory, or a HEAD); otherwise only files whose completion answer is empty or "
+        "unexpected are checked",
+        committers=(*S3_COMMITTERS, "manifest"),
+    ),
+    OptionSpec(
+        "retry.max-attempts",
+        "retry_max_attempts",
+        _positive,
+        f"{_RETRY} transient errors (500, 502, 504, `RequestTimeout`, no connection)",
+    ),
+    OptionSpec(
+        "retry.throttle.limit",
+        "retry_throttle_limit",
+        _positive,
+        f"{_RETRY} throttling (`503 SlowDown`, 429) and broken connections (reset, closed, "
+        "timed out), after S3A's `fs.s3a.retry.throttle.limit`",
+    ),
+    OptionSpec(
+        "retry.throttle.interval",
+        "retry_throttle_interval",
+        parse_duration,
+        "base of the exponential backoff with full jitter (each pause capped at 20 s); "
+        "durations take `ms`, `s`, `m`, `h` (a bare number is seconds)",
+        shown_default="`100ms`",
+    ),
+    OptionSpec(
+        "retry.throttle.max-duration",
+        "retry_throttle_max_duration",
+        parse_duration,
+        "no request retries past this much time in all",
+        shown_default="`5m`",
+    ),
+    OptionSpec(
+        "retry.mode",
+        "retry_mode",
+        partial(parse_choice, choices=("standard", "adaptive")),
+        "`adaptive` adds botocore's client-side rate limiter",
+    ),
+    OptionSpec(
+        "path.style.access",
+        "path_style_access",
+        parse_bool,
+        "path-style addressing (`endpoint/bucket/key`), which many S3-compatible stores need",
+    ),
+    OptionSpec(
         "checksums",
-        lambda n, v: parse_choice(n, v, ("auto", "when_supported", "when_required")),
+        "checksums",
+        partial(parse_choice, choices=("auto", "when_supported", "when_required")),
+        "request checksums and response validation of boto3 >= 1.36: `when_supported` "
+        "(boto3's default), `when_required` (what S3-compatible stores such as Ceph RGW and "
+        "older MinIO accept; streamed uploads with a trailing checksum fail there), `auto`: "
+        "`when_required` when an `endpoint` is set, boto3's default otherwise",
     ),
-    "exclusive.commit": (
+    OptionSpec(
+        "exclusive.commit",
         "exclusive_commit",
-        lambda n, v: parse_choice(n, v, ("required", "unchecked")),
+        partial(parse_choice, choices=("required", "unchecked")),
+        "`required`: at job setup, check once per endpoint, bucket and process that the store "
+        "honours `If-None-Match: *` (a probe object created twice under `__s3commit/`), and "
+        "refuse with `StoreError` if not; `unchecked`: skip the check, for stores that ignore "
+        "it when you guarantee one writer per destination at a time (two concurrent commits "
+        "could then both proceed)",
+        committers=S3_COMMITTERS,
     ),
-    "endpoint": ("endpoint", parse_endpoint),
-    "region": ("region", parse_region),
-    "access.key": ("access_key", _text),
-    "secret.key": ("secret_key", _text),
-    "session.token": ("session_token", _text),
-    "profile": ("profile", _text),
-    "tasks": ("tasks", lambda n, v: parse_int(n, v, 1)),
-    "task.max-attempts": ("task_max_attempts", lambda n, v: parse_int(n, v, 1)),
+    OptionSpec(
+        "endpoint",
+        "endpoint",
+        parse_endpoint,
+        "S3 endpoint, an `http://` or `https://` URL (else `AWS_ENDPOINT_URL_S3`, "
+        "`AWS_ENDPOINT_URL`, else AWS)",
+        shown_default="from the environment",
+    ),
+    OptionSpec(
+        "region",
+        "region",
+        parse_region,
+        "S3 region, a name such as `us-east-1` (else `AWS_REGION`, `AWS_DEFAULT_REGION`)",
+        shown_default="from the environment",
+    ),
+    OptionSpec(
+        "access.key",
+        "access_key",
+        _text,
+        "S3 access key, given with `secret.key` (else `AWS_ACCESS_KEY_ID`, a profile, a role)",
+        shown_default="from the environment",
+        secret=True,
+    ),
+    OptionSpec(
+        "secret.key",
+        "secret_key",
+        _text,
+        "S3 secret key, given with `access.key`; never logged or written to `_SUCCESS`",
+        shown_default="from the environment",
+        secret=True,
+    ),
+    OptionSpec(
+        "session.token",
+        "session_token",
+        _text,
+        "session token of temporary credentials (else `AWS_SESSION_TOKEN` where the keys come "
+        "from the environment)",
+        shown_default="from the environment",
+        secret=True,
+    ),
+    OptionSpec(
+        "profile",
+        "profile",
+        _text,
+        "AWS profile to take credentials from (else `AWS_PROFILE`)",
+        shown_default="from the environment",
+    ),
+    OptionSpec(
+        "tasks",
+        "tasks",
+        _positive,
+        "number of tasks",
+        engines=("local",),
+        shown_default="one per core",
+        hint="with a Spark DataFrame Spark decides the tasks (one per partition: repartition "
+        "the DataFrame)",
+    ),
+    OptionSpec(
+        "task.max-attempts",
+        "task_max_attempts",
+        _positive,
+        "attempts per task",
+        engines=("local",),
+        hint="with a Spark DataFrame Spark decides a task's attempts (spark.task.maxFailures)",
+    ),
+)
+OPTION_NAMES = tuple(sorted(spec.name for spec in REGISTRY))
+#: every spelling of an option: its name and its Hadoop name
+_SPELLINGS = {
+    **{spec.name: spec for spec in REGISTRY},
+    **{spec.hadoop_name: spec for spec in REGISTRY},
 }
-OPTION_NAMES = tuple(sorted(_PARSERS))
+
+
+def option_spec(name: object) -> OptionSpec:
+    """The option ``name`` spells (with or without ``fs.s3a.committer.``); an unknown name is
+    refused naming the nearest."""
+    if isinstance(name, str) and name in _SPELLINGS:
+        return _SPELLINGS[name]
+    raise UnknownOptionError(
+        f"unknown option {name!r};{did_you_mean(name, _SPELLINGS)} known options: "
+        f"{', '.join(OPTION_NAMES)}"
+    )
 
 
 def resolve_options(
@@ -260,14 +602,29 @@ def resolve_options(
     return CommitOptions(**values)
 
 
-def check_combination(options: CommitOptions, *, spark: bool, conflict_mode: str) -> None:
-    """Refuse options that this write would silently ignore, or that contradict each other."""
-    if spark and (options.tasks or options.task_max_attempts != 1):
-        raise InvalidArgumentError(
-            "options 'tasks' and 'task.max-attempts' apply to pandas / Arrow input only: with "
-            "a Spark DataFrame Spark decides the tasks (one per partition: repartition the "
-            "DataFrame) and their attempts (spark.task.maxFailures)"
-        )
+def check_combination(
+    options: CommitOptions,
+    given: Mapping[str, Any] | None,
+    *,
+    committer: str,
+    format: str,
+    engine: Engine,
+    conflict_mode: str,
+) -> None:
+    """Refuse the options given to this write (``given``, already resolved into ``options``)
+    that it would ignore, or that contradict each other.
+
+    Defaults from Spark conf are not refused: they serve every write of the session, and each
+    write takes those that apply to it.
+    """
+    refused = []
+    for name in given or {}:
+        spec = option_spec(name)
+        reason = spec.ignored_by(committer, format, engine)
+        if reason:
+            refused.append(f"option {name!r} applies to {spec.applies_to()} only: {reason}")
+    if refused:
+        raise InvalidArgumentError("; ".join(refused))
     if not options.unique_filenames and conflict_mode == "append":
         raise InvalidArgumentError(
             "staging.unique-filenames=false with conflict_mode='append' would overwrite the "
@@ -277,7 +634,7 @@ def check_combination(options: CommitOptions, *, spark: bool, conflict_mode: str
 
 
 def _parse_source(source: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One mapping of options by field; two spellings of one option must agree."""
+    """One mapping of options by attribute; two spellings of one option must agree."""
     if source is None:
         return {}
     if not isinstance(source, Mapping):
@@ -288,27 +645,43 @@ def _parse_source(source: Mapping[str, Any] | None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for raw_name, value in source.items():
-        name = raw_name.removeprefix("fs.s3a.committer.") if isinstance(raw_name, str) else ""
-        if name not in _PARSERS:
-            raise UnknownOptionError(
-                f"unknown option {raw_name!r}; known options: {', '.join(OPTION_NAMES)}"
-            )
-        attr, parser = _PARSERS[name]
-        parsed = parser(name, value)
-        if attr in values and values[attr] != parsed:
+        spec = option_spec(raw_name)
+        parsed = spec.parse(spec.name, value)
+        if spec.attribute in values and values[spec.attribute] != parsed:
             raise InvalidArgumentError(
-                f"options {spelled[attr]!r} and {raw_name!r} are both given, with different "
-                "values: they are one option, give it once"
+                f"options {spelled[spec.attribute]!r} and {raw_name!r} are both given, with "
+                "different values: they are one option, give it once"
             )
-        values[attr], spelled[attr] = parsed, raw_name
+        values[spec.attribute], spelled[spec.attribute] = parsed, raw_name
     return values
 
 
 def spark_conf_defaults(conf_items: Mapping[str, str]) -> dict[str, str]:
     """Options from ``spark.hadoop.fs.s3a.committer.*`` keys we know; others are Hadoop's."""
-    found = {}
-    for key, value in conf_items.items():
-        name = key.removeprefix(SPARK_CONF_PREFIX)
-        if key.startswith(SPARK_CONF_PREFIX) and name in _PARSERS:
-            found[name] = value
-    return found
+    keys = {spec.spark_conf_key: spec.name for spec in REGISTRY}
+    return {keys[key]: value for key, value in conf_items.items() if key in keys}
+
+
+def reference_table() -> str:
+    """Every option as a Markdown table (README's): name, Hadoop-style name, where it applies,
+    default, meaning."""
+    rows = [
+        "| option | Hadoop-style name | applies to | default | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for spec in REGISTRY:
+        cells = (
+            f"`{spec.name}`",
+            f"`{spec.hadoop_name}`",
+            spec.applies_to(),
+            spec.shown_default or _shown(spec.default),
+            f"{spec.doc}; {spec.hint}" if spec.hint else spec.doc,
+        )
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`" if isinstance(value, str) else str(value)

@@ -50,7 +50,7 @@ class S3Location:
         """The key prefix of everything under the destination, always ending in ``/``.
 
         Listing with the trailing ``/`` keeps ``.../ds1`` from matching ``.../ds10``
-        (seed 003, "Testing": the listMultipartUploads prefix bug).
+        ("A Zero-Rename Committer", "Testing": the listMultipartUploads prefix bug).
         """
         return f"{self.prefix}/" if self.prefix else ""
 
@@ -147,6 +147,13 @@ def parse_s3_url(path: str) -> S3Location:
         raise InvalidPathError(f"{path!r} contains an empty path segment ('//')")
     if any(seg in (".", "..") for seg in prefix.split("/")):
         raise InvalidPathError(f"{path!r} contains '.' or '..' segments")
+    if "\\" in prefix:
+        raise InvalidPathError(
+            f"{path!r} contains a backslash: some S3 servers store '\\' in a key as '/', so "
+            "the job's files would be listed under other names than the ones it committed, "
+            "and its cleanup would miss them. Separate directories with '/' and leave '\\' "
+            "out of the names"
+        )
     _check_key_text(path)
     if len(prefix.encode()) + 1 + NAME_ROOM > MAX_KEY_BYTES:
         raise InvalidPathError(

@@ -2,21 +2,18 @@
 
 Events come from the driver only (task results, Spark's status tracker, and what running tasks
 report they have written so far), never from listing the destination while the job runs. After
-a failure one listing says what the job left behind (:mod:`s3commit_sdk.aftermath`), so every
-view states facts. ``write_committed(progress=...)`` accepts ``"auto"`` (the widget in a front
-end that draws widgets, tqdm on a terminal, text lines otherwise: papermill, nbconvert, logs),
-``"widget"``, ``"text"``, ``False``, or any callable taking a :class:`ProgressEvent`.
+a failure the runner hands over the facts of what the job left behind (a :class:`Failure`, which
+:mod:`s3commit_sdk.aftermath` computes from one listing), so every view states facts. This
+module imports nothing above it (no engine, runner, aftermath or widget):
+:mod:`s3commit_sdk.listeners` chooses the view ``write_committed(progress=...)`` asks for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
@@ -26,8 +23,6 @@ from .textformat import format_count as count
 from .textformat import format_seconds as seconds
 
 PHASES = ("setup", "writing", "job commit", "done", "failed")
-#: What ``progress="auto"`` shows, when set: ``widget``, ``text``, ``tqdm`` or ``off``.
-PROGRESS_ENV = "S3COMMIT_PROGRESS"
 STEP_TITLES = {
     "setup": "job setup",
     "writing": "tasks write + commit",
@@ -137,31 +132,16 @@ class ProgressEvent:
 
 ProgressCallback = Callable[[ProgressEvent], None]
 
-#: Set by an engine around one task attempt: the writers call it after every batch with the
-#: rows and bytes the attempt has written so far.
-TASK_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar(
-    "s3commit_task_progress", default=None
-)
-
-
-@contextlib.contextmanager
-def reporting_to(callback: Callable[[int, int], None]) -> Iterator[None]:
-    """Route the writers' ``(rows, bytes)`` reports of the current task attempt to ``callback``."""
-    token = TASK_PROGRESS.set(callback)
-    try:
-        yield
-    finally:
-        TASK_PROGRESS.reset(token)
-
 
 class ProgressTracker:
     """Keeps the latest state; engines and the protocol update it, listeners get the changes.
 
-    Engines report what each running task has written so far (``task_running``: at most one
-    event per ``interval``) and each finished task (``task_done``), keyed by partition; an
-    engine that only sees stage counts (Spark Connect's progress handler) sets ``tasks_total``,
-    ``tasks_done``, ``tasks_running``, ``files`` and ``bytes`` with ``update``. A listener that
-    raises is dropped: progress must never fail a job.
+    Engines report what each running task has written so far (``task_running``: a task's
+    first report at once, then at most one event per ``interval``) and each finished task
+    (``task_done``), keyed by partition; an engine that only sees stage counts (Spark
+    Connect's progress handler) sets ``tasks_total``, ``tasks_done``, ``tasks_running``,
+    ``files`` and ``bytes`` with ``update``. A listener that raises is dropped: progress must
+    never fail a job.
     """
 
     def __init__(self, listener: ProgressCallback | None, interval: float = 0.25) -> None:
@@ -190,15 +170,19 @@ class ProgressTracker:
         self._publish()
 
     def task_running(self, task: Any, rows: int, written: int) -> None:
-        """What one running task has written so far (cumulative); ignored once it is done."""
+        """What one running task has written so far (cumulative); ignored once it is done.
+
+        A task's first report is published at once (it starts to run), later ones at most one
+        per ``interval``."""
         if self._listener is None:
             return
         with self._lock:
             if task in self._done:
                 return
+            started = task not in self._running
             self._running[task] = (rows, written)
             self.state = replace(self.state, **self._totals())
-            due = time.monotonic() - self._published >= self._interval
+            due = started or time.monotonic() - self._published >= self._interval
         if due:
             self._publish()
 
@@ -228,14 +212,9 @@ class ProgressTracker:
             self.state = replace(self.state, **{**self._totals(), **changes})
         self._publish()
 
-    def failed(self, exc: BaseException, job: Any = None) -> None:
-        """The job failed with ``exc``: one listing of what it left, then the final event."""
-        if self._listener is None:
-            return
-        from .aftermath import failure_of
-
-        failure = failure_of(exc, job)
-        self.update(phase="failed", message=str(exc) or failure.reason, failure=failure)
+    def failed(self, failure: Failure) -> None:
+        """The job failed: the final event, with the facts of what it left."""
+        self.update(phase="failed", message=failure.reason, failure=failure)
 
     def _totals(self) -> dict[str, int]:
         return {
@@ -347,72 +326,3 @@ class TqdmProgress:
             refresh=False,
         )
         bar.refresh()
-
-
-def _kernel_shell() -> Any:
-    """The IPython shell of the Jupyter kernel this code runs in, or None outside a kernel."""
-    if "ipykernel" not in sys.modules:
-        return None
-    from ipykernel.zmqshell import ZMQInteractiveShell
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    return shell if isinstance(shell, ZMQInteractiveShell) else None
-
-
-def _widget_front_end() -> bool:
-    """A kernel whose front end draws widgets: JupyterLab, Notebook 7 and VS Code tag each
-    execution with its cell's id; Voila sets its variables in the kernel's environment.
-    papermill, nbconvert and nbval execute without either, and get text lines."""
-    shell = _kernel_shell()
-    if shell is None:
-        return False
-    if any(name.startswith("VOILA_") for name in os.environ):
-        return True
-    try:
-        parent = shell.kernel.get_parent("shell")
-    except Exception:
-        return False
-    return "cellId" in (parent or {}).get("metadata", {})
-
-
-def make_listener(progress: object, title: str = "s3commit write") -> ProgressCallback | None:
-    """Resolve ``write_committed(progress=...)`` to a listener (or None for no progress)."""
-    if progress is False or progress is None:
-        return None
-    if callable(progress):
-        return progress
-    choices = ("auto", "widget", "text")
-    if progress not in choices:
-        from .errors import InvalidArgumentError
-
-        raise InvalidArgumentError(
-            f"progress must be one of {', '.join(map(repr, choices))}, False or a callable"
-        )
-    if progress == "auto":
-        progress = os.environ.get(PROGRESS_ENV, "").strip().lower() or _auto_kind()
-        if progress not in ("widget", "text", "tqdm", "off"):
-            from .errors import InvalidArgumentError
-
-            raise InvalidArgumentError(
-                f"{PROGRESS_ENV}={progress!r}: use widget, text, tqdm or off"
-            )
-    if progress == "off":
-        return None
-    if progress == "widget":
-        from .widgets import CommitProgress
-
-        return CommitProgress.show(title=title)
-    if progress == "tqdm":
-        return TqdmProgress(title)
-    return TextProgress(title, sys.stdout if _kernel_shell() is not None else sys.stderr)
-
-
-def _auto_kind() -> str:
-    if _widget_front_end():
-        try:
-            import ipywidgets  # noqa: F401
-        except ImportError:
-            return "text"
-        return "widget"
-    return "tqdm" if sys.stderr.isatty() else "text"

@@ -1,8 +1,9 @@
 """The commit protocol's types: a job, a task attempt, a written file, a committer.
 
-Seed 003 ("The commit protocols of Hadoop and Spark"): a committer sets a job up, makes each
-task attempt's output committable or aborts it, then commits or aborts the job. Nothing here
-runs the protocol (:mod:`.runner` does) or knows a committer (:mod:`.committers` does).
+"A Zero-Rename Committer" ("The commit protocols of Hadoop and Spark"): a committer sets a job
+up, makes each task attempt's output committable or aborts it, then commits or aborts the job.
+Nothing here runs the protocol (:mod:`.runner` does) or knows a committer (:mod:`.committers`
+does).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import PendingSetError
+from .formats import CommittedFile, SuccessDocument, TaskFile
 from .options import CommitOptions, resolve_options
 from .paths import FsLocation, S3Location, parse_s3_url
 from .stages import timed_stage
@@ -82,13 +84,10 @@ class TaskAttemptContext:
 
 
 @dataclass(frozen=True)
-class WrittenFile:
-    """One file a task wrote: path relative to the destination, rows and partition values."""
+class WrittenFile(TaskFile):
+    """One file a task wrote, as a task commit payload names it, with what only the writing
+    process has."""
 
-    relpath: str
-    rows: int
-    size: int
-    partition: dict[str, str | None]
     #: a Parquet file's footer (pyarrow FileMetaData): the statistics a table format records
     footer: Any = field(default=None, compare=False, repr=False)
 
@@ -109,9 +108,10 @@ class TaskSummary:
 class TaskCommit:
     """One task attempt's commit message: its summary and its committer's own payload.
 
-    Seed 003: the message a committed task attempt sends the driver. It travels as one JSON
-    string (:meth:`encode` on the executor, inside Spark's task results) and is decoded once,
-    by the engine on the driver, into this type; committers read only ``payload``.
+    "A Zero-Rename Committer": the message a committed task attempt sends the driver. It travels
+    as one JSON string (:meth:`encode` on the executor, inside Spark's task results) and is
+    decoded once, by the engine on the driver, into this type; committers read only
+    ``payload``.
     """
 
     task_id: str
@@ -144,10 +144,18 @@ class TaskCommit:
 class JobOutcome:
     """What job commit produced, for the result and the ``_SUCCESS`` report."""
 
-    files: list[dict[str, Any]]
-    success: dict[str, Any]
+    files: list[CommittedFile]
+    success: SuccessDocument
     phases: dict[str, float]
     requests: dict[str, int]
+    #: keys whose upload this commit completed (``s3commit recover``: the rest were already)
+    completed: list[str] = field(default_factory=list)
+    #: keys a resumed commit found completed before it
+    already_complete: list[str] = field(default_factory=list)
+    #: visible objects replace mode deleted
+    deleted: list[str] = field(default_factory=list)
+    #: uploads of the job still pending at job end, aborted by its cleanup
+    aborted_uploads: int = 0
 
 
 class Committer(ABC):

@@ -12,19 +12,18 @@ when the caller says so (``visible="delete"``), after :func:`plan_abort` listed 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import layout
-from .committers import cleanup, make_committer
+from .committers import cleanup
 from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetError, S3CommitError
-from .formats import CommitMarker, Journal, PendingSet, PendingUpload, parse_success
+from .formats import CommitMarker, Journal, PendingUpload, parse_success
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
-from .stages import timed_stage
-from .store import PendingUploadInfo, S3Settings, S3Store
+from .runner import resume_commit
+from .store import PendingUploadInfo, S3Store, open_store
 from .store.s3 import multipart_etag
 from .uploads import JOB_UUID, job_of_key
 
@@ -67,7 +66,7 @@ class _Unfinished:
     def __init__(self, path: str, options: dict[str, Any] | None) -> None:
         self.location: S3Location = parse_s3_url(path)
         self.options = resolve_options(options)
-        self.store = S3Store(S3Settings.resolve(self.options), pool_size=self.options.threads + 4)
+        self.store = open_store(self.options, threads=self.options.threads)
         self.marker: CommitMarker | None = None
         self.journal: Journal | None = None
         self.journal_error: str | None = None
@@ -100,10 +99,11 @@ class _Unfinished:
     def job_id(self) -> str | None:
         return self.marker.jobId if self.marker else None
 
-    def committer(self):
+    def job(self) -> JobContext:
+        """The job the journal describes, as its commit stages need it."""
         journal = self.journal
         assert journal is not None
-        job = JobContext(
+        return JobContext(
             location=self.location,
             committer=journal.committer,
             conflict_mode=journal.conflictMode,
@@ -114,11 +114,6 @@ class _Unfinished:
             job_id=journal.jobId,
             job_id_source="commit journal (recovered)",
         )
-        return make_committer(job)
-
-    def pending_ids(self) -> set[str]:
-        uploads = self.store.list_pending(self.location.bucket, self.location.dir_prefix)
-        return {u.upload_id for u in uploads}
 
     def is_ours(self, commit: PendingUpload) -> bool:
         """The object at the key is the one this upload produced (ETag, else size)."""
@@ -139,7 +134,6 @@ class _Unfinished:
 
 def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
     """Finish the unfinished commit at ``path`` exactly as an uninterrupted one would have."""
-    started = time.monotonic()
     state = _Unfinished(path, options)
     report = RecoveryReport(state.location.url(), state.job_id)
     if state.marker is None and state.journal_error is None:
@@ -151,41 +145,12 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
             destination=state.location.url(),
             remedy=f"s3commit abort {state.location.url()}",
         )
-    journal, bucket = state.journal, state.location.bucket
-    phases: dict[str, float] = {}
-    with timed_stage(phases, "complete_uploads", journal.jobId):
-        pending = state.pending_ids()
-        etags: dict[str, str] = {}
-        for commit in journal.commits:
-            if commit.uploadId in pending:
-                etags[commit.uploadId] = state.store.complete(
-                    bucket, commit.destinationKey, commit.uploadId, commit.etags
-                )
-                report.completed.append(commit.destinationKey)
-            elif state.is_ours(commit):
-                etags[commit.uploadId] = state.store.head(bucket, commit.destinationKey).etag
-                report.already_visible.append(commit.destinationKey)
-            else:
-                raise CommitError(
-                    f"cannot recover job {journal.jobId}: the upload of {commit.destinationKey!r} "
-                    "is neither pending nor complete (aborted by someone else?). Roll back with "
-                    f"`s3commit abort {state.location.url()}`.",
-                    destination=state.location.url(),
-                    job_id=journal.jobId,
-                    remedy=f"s3commit abort {state.location.url()}",
-                )
-    with timed_stage(phases, "replace_delete", journal.jobId):
-        new_keys = {c.destinationKey for c in journal.commits}
-        replaced = [k for k in journal.replaced if k not in new_keys]
-        if replaced:
-            state.store.delete_keys(bucket, replaced)
-            report.deleted = replaced
-    committer = state.committer()
-    pendingsets = _committed_pendingsets(committer, journal)
-    durations = {p.taskId: 0.0 for p in pendingsets}  # not known after the driver died
-    committer.finish_commit(journal, etags, pendingsets, durations, phases, started)
-    report.aborted_uploads = committer.aborted_uploads
-    if journal.markSuccess:
+    outcome = resume_commit(state.job(), state.journal)
+    report.completed = outcome.completed
+    report.already_visible = outcome.already_complete
+    report.deleted = outcome.deleted
+    report.aborted_uploads = outcome.aborted_uploads
+    if state.journal.markSuccess:
         report.notes.append("_SUCCESS written")
     return report
 
@@ -247,9 +212,8 @@ class AbortPlan:
                 doomed, report.kept = [], list(self.visible)
         location, job_id = state.location, self.job_id
         cleanup.stop_attempts(state.store, location, job_id)
-        if doomed:
-            state.store.delete_keys(location.bucket, doomed)
-            report.deleted = list(doomed)
+        if doomed:  # confirmed by looking: a server's "Deleted" answer is not proof
+            report.deleted = state.store.delete_confirmed(location.bucket, doomed)
         report.aborted_uploads = cleanup.remove_job_files(
             state.store,
             location,
@@ -409,22 +373,3 @@ def _success_job(store: S3Store, location: S3Location) -> str | None:
     except (S3CommitError, ValueError):
         return None
     return doc.get("jobId") if doc else None
-
-
-def _committed_pendingsets(committer, journal: Journal) -> list[PendingSet]:
-    """The pendingsets the job's committed attempts saved: those whose every upload the journal
-    lists. The task messages died with the driver; these stand in for them, so cleanup knows
-    the committed attempts and ``_SUCCESS`` carries their requests and retries."""
-    journaled = {c.uploadId for c in journal.commits}
-    store, bucket = committer.store, committer.location.bucket
-    found = []
-    for info in store.list_objects(bucket, committer.metadata_prefix):
-        if not layout.is_pendingset(info.key):
-            continue
-        try:
-            pendingset = PendingSet.from_json(store.get(bucket, info.key))
-        except PendingSetError:
-            continue  # unreadable: cleanup still finds its uploads by listing
-        if pendingset.commits and {c.uploadId for c in pendingset.commits} <= journaled:
-            found.append(pendingset)
-    return found

@@ -1,31 +1,47 @@
 """Runs the commit protocol: one task attempt on an executor, one job on the driver.
 
-Seed 003 ("The commit protocols of Hadoop and Spark"): the driver sets the job up, every task
-attempt writes, then commits or aborts; the driver commits the job with the commit messages of
-exactly one successful attempt per task, or aborts it. Engines only supply ``run_tasks``; the
-types these steps pass around are in :mod:`.protocol`.
+"A Zero-Rename Committer" ("The commit protocols of Hadoop and Spark"): the driver sets the job
+up, every task attempt writes, then commits or aborts; the driver commits the job with the commit
+messages of exactly one successful attempt per task, or aborts it. Engines only supply
+``run_tasks``; the types these steps pass around are in :mod:`.protocol`. The driver's steps
+(:func:`setup_job`, :func:`commit_job`, :func:`abort_job`, :func:`resume_commit`) are the one
+driver every front end calls: ``write_committed`` (:func:`execute_job`), the data source and
+``s3commit recover``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 
+from .aftermath import failure_of
+from .attempt_handle import AttemptHandle
 from .committers import make_committer
+from .committers.s3_job import S3Committer
 from .errors import (
     NOTHING_VISIBLE,
+    InvalidArgumentError,
     S3CommitError,
     TaskFailedError,
     first_line,
-    from_task_failure,
+    from_spark,
 )
+from .formats import Journal
 from .paths import S3Location
 from .progress import ProgressTracker, job_seconds
-from .protocol import JobContext, JobOutcome, TaskAttemptContext, TaskCommit, TaskSummary
+from .protocol import (
+    Committer,
+    JobContext,
+    JobOutcome,
+    TaskAttemptContext,
+    TaskCommit,
+    TaskSummary,
+)
 from .redaction import redacted_logs
 from .writers import write_task_output
 
@@ -38,14 +54,18 @@ def execute_task(
     attempt: int,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema | None = None,
+    handle: AttemptHandle | None = None,
 ) -> TaskCommit:
     """One task attempt: write, then commit, or abort on any failure (and re-raise).
 
-    Engines that run it in another process send the result's :meth:`~TaskCommit.encode`. Its
-    logs are redacted too: on Spark it runs in a Python worker, not the driver's process.
+    ``handle`` carries the attempt's progress reports to its engine and the engine's
+    cancellation to the writers (none: no reports, never cancelled). Engines that run it in
+    another process send the result's :meth:`~TaskCommit.encode`. Its logs are redacted and
+    its typed errors told their destination and job as on the driver (:func:`driving`): on
+    Spark it runs in a Python worker, and its error reaches the driver as text.
     """
-    with redacted_logs(job.settings.secret_key, job.settings.session_token):
-        return _attempt(job, partition, attempt, batches, schema)
+    with driving(job):
+        return _attempt(job, partition, attempt, batches, schema, handle)
 
 
 def _attempt(
@@ -54,13 +74,14 @@ def _attempt(
     attempt: int,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema | None,
+    handle: AttemptHandle | None,
 ) -> TaskCommit:
     started = time.monotonic()
     task = TaskAttemptContext(job, partition, attempt)
     committer = make_committer(job)
     sink = committer.setup_task(task)
     try:
-        files = write_task_output(job, task, batches, sink, schema)
+        files = write_task_output(job, task, batches, sink, schema, handle)
         written = time.monotonic()
         payload = committer.commit_task(task, files)
         summary = TaskSummary(
@@ -80,6 +101,60 @@ def _attempt(
 RunTasks = Callable[[JobContext, ProgressTracker], list[TaskCommit]]
 
 
+# -- the driver: every front end (write_committed, the data source, s3commit recover) ---------
+@contextmanager
+def driving(job: JobContext) -> Iterator[None]:
+    """A driver step of ``job``: credentials kept out of its logs, and its typed errors told
+    the destination and job they are about (errors raised below the job know less of it)."""
+    try:
+        with redacted_logs(job.settings.secret_key, job.settings.session_token):
+            yield
+    except S3CommitError as exc:
+        exc.destination = exc.destination or job.location.url()
+        exc.job_id = exc.job_id or job.job_id
+        raise
+
+
+def setup_job(job: JobContext) -> Committer:
+    """Job setup on the driver; returns the committer that commits or aborts the job."""
+    committer = make_committer(job)
+    with driving(job):
+        committer.setup_job()
+    return committer
+
+
+def commit_job(
+    job: JobContext,
+    messages: list[TaskCommit],
+    phases: dict[str, float],
+    committer: Committer | None = None,
+) -> JobOutcome:
+    """Job commit with the winning attempts' messages; on failure the committer has aborted,
+    rolled back or kept its journal, as its stages say, and the error is typed."""
+    committer = committer or make_committer(job)
+    with driving(job):
+        return committer.commit_job(messages, phases)
+
+
+def abort_job(
+    job: JobContext, messages: list[TaskCommit], committer: Committer | None = None
+) -> None:
+    """Job abort: this job's uploads (found by its UUID too) and hidden files removed."""
+    committer = committer or make_committer(job)
+    with driving(job):
+        committer.abort_job(messages)
+
+
+def resume_commit(job: JobContext, journal: Journal) -> JobOutcome:
+    """Finish the commit a dead driver's journal describes, with the same stages from
+    completion on: parallel, verified, with the same ``_SUCCESS`` (``s3commit recover``)."""
+    committer = make_committer(job)
+    if not isinstance(committer, S3Committer):
+        raise InvalidArgumentError(f"committer {job.committer!r} keeps no commit journal")
+    with driving(job):
+        return committer.commit_job([], {}, resume=journal)
+
+
 def execute_job(
     job: JobContext, run_tasks: RunTasks, progress: ProgressTracker | None = None
 ) -> JobOutcome:
@@ -87,13 +162,11 @@ def execute_job(
 
     tracker = progress or ProgressTracker(None)
     try:
-        with redacted_logs(job.settings.secret_key, job.settings.session_token):
+        with driving(job):
             outcome = _execute(job, run_tasks, tracker, make_committer(job))
     except BaseException as exc:
-        if isinstance(exc, S3CommitError):  # errors raised below the job know less of it
-            exc.destination = exc.destination or job.location.url()
-            exc.job_id = exc.job_id or job.job_id
-        tracker.failed(exc, job)
+        if tracker.active:  # one listing of what the job left, for those who watch
+            tracker.failed(failure_of(exc, job))
         raise
     tracker.update(
         phase="done",
@@ -122,7 +195,7 @@ def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, com
             exc.add_note(_interrupted_note(job, aborted))
         if isinstance(exc, S3CommitError):
             raise
-        typed = from_task_failure(exc)
+        typed = from_spark(exc)
         if typed is not None:
             raise typed from exc
         if isinstance(exc, Exception):

@@ -27,7 +27,7 @@ from .errors import InvalidArgumentError, InvalidPathError
 from .layout import is_hidden
 from .partitions import column_type, parse_directories, typed_value
 from .paths import S3Location
-from .store import S3Settings, S3Store
+from .store import S3Settings, S3Store, open_store
 from .writers import EXTENSIONS
 
 BATCH_ROWS = 65_536
@@ -71,7 +71,7 @@ def store_for(settings: S3Settings) -> S3Store:
 
 @functools.lru_cache(maxsize=8)
 def _cached_store(settings: S3Settings, provider: object) -> S3Store:
-    return S3Store(settings)  # the provider is part of the key: settings compare without it
+    return open_store(settings)  # the provider is part of the key: settings compare without it
 
 
 def list_table(
@@ -370,14 +370,7 @@ class _RangedObject(io.RawIOBase):
         end = min(self.size, self.position + len(buffer))
         if end <= self.position:
             return 0
-        reply = self.store._call(
-            f"GET {self.key!r}",
-            self.bucket,
-            self.store.client.get_object,
-            Key=self.key,
-            Range=f"bytes={self.position}-{end - 1}",
-        )
-        chunk = reply["Body"].read()
+        chunk = self.store.get_range(self.bucket, self.key, self.position, end)
         buffer[: len(chunk)] = chunk
         self.position += len(chunk)
         return len(chunk)

@@ -14,10 +14,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InvalidArgumentError, StoreError
-from .formats import parse_success
-from .options import resolve_options
+from .formats import SuccessDocument, parse_success
 from .paths import SUCCESS_MARKER, parse_s3_url, partition_dir
-from .store import PendingUploadInfo, S3Settings, S3Store
+from .store import PendingUploadInfo, S3Store, open_store
 from .textformat import format_bytes
 
 #: A job UUID as our writers put it in every file name: ``part-00003-<uuid>-c000.parquet``.
@@ -28,13 +27,18 @@ _OUR_FILE_NAME = re.compile(rf"part-\d+-(?P<job>{JOB_UUID.pattern})[-.]c\d+(?:\.
 _DURATION_PART = re.compile(r"(\d+)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 LIFECYCLE_RULE_PREFIX = "s3commit-abort-incomplete-uploads:"
+#: requests on uploads sent at once (aborts; the widget's part listings)
+PARALLEL_REQUESTS = 16
 
 
-def _store(options: dict[str, Any] | None, store: S3Store | None = None) -> S3Store:
-    if store is not None:
-        return store
-    resolved = resolve_options(options)
-    return S3Store(S3Settings.resolve(resolved), pool_size=resolved.threads)
+def open_uploads_store(options: Mapping[str, Any] | None = None) -> S3Store:
+    """The store these functions use when given none: one per front end, sized for
+    ``PARALLEL_REQUESTS``."""
+    return open_store(options, threads=PARALLEL_REQUESTS)
+
+
+def _store(options: Mapping[str, Any] | None, store: S3Store | None = None) -> S3Store:
+    return store if store is not None else open_uploads_store(options)
 
 
 def pending_uploads(path: str, options: dict[str, Any] | None = None) -> list[PendingUploadInfo]:
@@ -170,7 +174,7 @@ def abort_uploads(
     if not chosen:
         return []
     s3 = _store(options, store)
-    workers = min(len(chosen), 16)
+    workers = min(len(chosen), PARALLEL_REQUESTS)
     with ThreadPoolExecutor(workers, "s3commit-abort") as pool:
         done = pool.map(lambda u: s3.abort(location.bucket, u.key, u.upload_id), chosen)
         return list(zip(chosen, done, strict=True))
@@ -190,27 +194,13 @@ def upload_parts(
     """
     location = parse_s3_url(path)
     location.relative(upload.key)  # raises InvalidPathError outside the directory
-    s3 = _store(options, store)
-    parts = size = 0
-    marker: dict[str, Any] = {}
-    while True:
-        page = s3._call(
-            f"listing the parts of {upload.key!r}",
-            location.bucket,
-            s3.client.list_parts,
-            tolerate=("NoSuchUpload", "404", "AccessDenied", "403"),
-            Key=upload.key,
-            UploadId=upload.upload_id,
-            **marker,
-        )
-        if page is None:
+    try:
+        parts = _store(options, store).list_parts(location.bucket, upload.key, upload.upload_id)
+    except StoreError as exc:
+        if exc.code in ("AccessDenied", "403"):
             return None
-        for part in page.get("Parts", []):
-            parts += 1
-            size += int(part.get("Size", 0))
-        if not page.get("IsTruncated"):
-            return parts, size
-        marker = {"PartNumberMarker": page.get("NextPartNumberMarker", 0)}
+        raise
+    return None if parts is None else (len(parts), sum(p.size for p in parts))
 
 
 def describe_upload(
@@ -276,7 +266,7 @@ def lifecycle_warning(days: int, longest_job: timedelta | None) -> str | None:
 
 
 # -- _SUCCESS ----------------------------------------------------------------------------------
-def read_success(path: str, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def read_success(path: str, options: dict[str, Any] | None = None) -> SuccessDocument | None:
     """The destination's ``_SUCCESS`` document; None for the classic committer's empty file.
 
     A missing ``_SUCCESS`` raises :class:`StoreError` saying so: the job never committed there

@@ -13,9 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
-from .errors import InvalidArgumentError
+from .attempt_handle import AttemptHandle
+from .errors import InvalidArgumentError, TaskCancelledError
 from .paths import check_key, partition_dir, partition_value_text
-from .progress import TASK_PROGRESS
 from .protocol import JobContext, OutputSink, TaskAttemptContext, WrittenFile
 from .sparktext import CsvWriter, JsonLinesWriter
 from .sparktypes import canonical_schema, check_orc_values, conform, file_schema
@@ -221,23 +221,28 @@ def write_task_output(
     batches: Iterable[pa.RecordBatch],
     sink: OutputSink,
     schema: pa.Schema | None = None,
+    handle: AttemptHandle | None = None,
 ) -> list[WrittenFile]:
     """Write one task's batches, cast to the canonical types (sparktypes) first.
 
-    After every batch the task's progress callback, if its engine set one, learns the rows and
-    bytes written so far (a Parquet file's bytes grow as its row groups are flushed).
+    Before every batch the attempt stops if its engine cancelled it (``handle``); after every
+    batch the handle learns the rows and bytes written so far (a Parquet file's bytes grow as
+    its row groups are flushed).
     """
     writer = TaskOutputWriter(job, task, sink)
-    report = TASK_PROGRESS.get()
+    handle = handle or AttemptHandle()
     canonical: dict[pa.Schema, pa.Schema] = {}
     try:
         for batch in batches:
+            if handle.cancelled:
+                raise TaskCancelledError(
+                    f"{task.attempt_id} stopped after {writer.rows} rows: its engine cancelled it"
+                )
             if batch.schema not in canonical:
                 canonical[batch.schema] = canonical_schema(batch.schema)
             schema = canonical[batch.schema]
             writer.write(conform(batch, schema))
-            if report is not None:
-                report(writer.rows, writer.written)
+            handle.report(writer.rows, writer.written)
         if writer.is_empty and task.partition == 0 and not job.partition_by and schema:
             writer.write_empty(canonical_schema(schema))
     except BaseException:

@@ -134,7 +134,9 @@ class Dest:
 
 @pytest.fixture
 def dest(s3, request):
-    name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:60]
+    # pytest escapes non-ASCII ids with backslashes, which S3 destinations may not hold
+    name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
+    name = name.replace("\\", "-")[:60]
     d = Dest(f"t/{name}-{uuid.uuid4().hex[:8]}")
     yield d
     leaked = pending_uploads(s3, d.dir)

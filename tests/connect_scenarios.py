@@ -84,7 +84,11 @@ def main(spec: dict) -> dict:
     def with_events(committer: str):
         events = []
         result = write_committed(
-            frame(), f"{base}/wc-{committer}", committer, ["day"], progress=events.append
+            frame(),
+            f"{base}/wc-{committer}",
+            committer=committer,
+            partition_by=["day"],
+            progress=events.append,
         )
         return {
             "rows": result.rows,
@@ -109,7 +113,13 @@ def main(spec: dict) -> dict:
 
     scenario(
         "wc-fail",
-        lambda: write_committed(failing_frame(), f"{base}/wc-fail", "magic", ["day"], "replace"),
+        lambda: write_committed(
+            failing_frame(),
+            f"{base}/wc-fail",
+            committer="magic",
+            partition_by=["day"],
+            conflict_mode="replace",
+        ),
     )
     scenario(
         "ds-fail",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pandas as pd
 import pytest
 from conftest import BUCKET, list_keys, pending_uploads
@@ -14,6 +16,14 @@ from s3commit_sdk import (
     StoreError,
     UnknownOptionError,
     write_committed,
+)
+from s3commit_sdk.options import (
+    COMMITTER_NAMES,
+    CONFLICT_MODES,
+    OUTPUT_FORMATS,
+    CommitterName,
+    ConflictMode,
+    OutputFormat,
 )
 from s3commit_sdk.testing.sandbox import S3Sandbox
 
@@ -59,6 +69,33 @@ DATA = pd.DataFrame({"id": [1, 2, 3], "day": ["a", "b", "b"]})
             {"conflict_mode": "append", "options": {"staging.unique-filenames": False}},
             InvalidArgumentError,
             "unique-filenames",
+        ),
+        ({"committer": "magik"}, InvalidArgumentError, "did you mean 'magic'"),
+        ({"committer": "Partitioned"}, InvalidArgumentError, "did you mean 'partitioned'"),
+        ({"format": "parket"}, InvalidArgumentError, "did you mean 'parquet'"),
+        ({"conflict_mode": "apend"}, InvalidArgumentError, "did you mean 'append'"),
+        ({"conflict_mode": "overwrite"}, InvalidArgumentError, "did you mean 'replace'"),
+        ({"options": {"threadz": 1}}, UnknownOptionError, "did you mean 'threads'"),
+        (
+            {"options": {"fs.s3a.committer.multipart.sise": "5M"}},
+            UnknownOptionError,
+            "did you mean 'fs.s3a.committer.multipart.size'",
+        ),
+        ({"options": {"retry.mode": "adaptve"}}, InvalidArgumentError, "did you mean 'adaptive'"),
+        (
+            {"committer": "magic", "options": {"algorithm.version": 2}},
+            InvalidArgumentError,
+            "option 'algorithm.version' applies to committer file only: committer 'magic' would",
+        ),
+        (
+            {"committer": "partitioned", "options": {"success.json": True}},
+            InvalidArgumentError,
+            "committer 'partitioned' would ignore it",
+        ),
+        (
+            {"committer": "manifest", "options": {"threads": 2, "exclusive.commit": "unchecked"}},
+            InvalidArgumentError,
+            "option 'exclusive.commit' applies to committers directory, partitioned, magic only",
         ),
     ],
 )
@@ -109,6 +146,37 @@ def test_local_only_options_are_refused_with_spark(spark, s3, dest, options):
     with pytest.raises(InvalidArgumentError, match="Spark"):
         write_committed(spark.createDataFrame(DATA), dest.url, options=options)
     assert list_keys(s3, dest.dir) == [] and pending_uploads(s3, dest.dir) == []
+
+
+def test_arguments_after_the_path_are_keyword_only(s3, dest):
+    """``write_committed(df, path, "magic")`` would read as a committer or, one day, as
+    another argument: refused by Python before anything runs."""
+    with pytest.raises(TypeError, match="positional"):
+        write_committed(DATA, dest.url, "magic")
+    assert list_keys(s3, dest.dir) == []
+
+
+def test_the_signature_carries_the_choices_as_literal_types():
+    hints = typing.get_type_hints(write_committed)
+    assert hints["committer"] == CommitterName
+    assert typing.get_args(hints["committer"]) == COMMITTER_NAMES
+    assert hints["conflict_mode"] == ConflictMode | None
+    assert hints["format"] == OutputFormat
+    assert typing.get_args(OutputFormat) == OUTPUT_FORMATS
+    assert typing.get_args(ConflictMode) == CONFLICT_MODES
+
+
+def test_options_of_one_committer_kind_serve_all_of_it(s3, dest, tmp_path):
+    """One options mapping serves the three S3 committers (as one fs.s3a.committer.*
+    configuration serves Hadoop's): ``buffer.dir`` with magic, ``magic.cleanup`` with
+    directory are accepted; the committer they do not concern leaves them."""
+    shared = {"buffer.dir": str(tmp_path / "buffer"), "magic.cleanup": True, "tasks": 1}
+    for committer in ("directory", "magic"):
+        result = write_committed(
+            DATA, f"{dest.url}/{committer}", committer=committer, options=shared, progress=False
+        )
+        assert result.rows == 3
+    assert pending_uploads(s3, dest.dir) == []
 
 
 def test_missing_bucket_names_the_bucket(s3_server, s3):

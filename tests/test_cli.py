@@ -289,7 +289,7 @@ def test_success_report_of_a_real_write(capsys, dest):
         assert any(line.startswith(f"day={day} ") for line in out.splitlines())
     code, out, _ = run(capsys, "success", dest.url, "--json")
     assert code == 0
-    assert json.loads(out) == json.loads(json.dumps(result.success))
+    assert json.loads(out) == json.loads(result.success.to_json())
 
 
 def test_success_of_the_classic_committer_and_missing(capsys, s3, dest):

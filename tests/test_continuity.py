@@ -1,5 +1,5 @@
-"""Continuity (seed 003, "Correctness"): an attempt that runs after its job ended can neither
-make output visible nor leave an upload pending."""
+"""Continuity ("A Zero-Rename Committer", "Correctness"): an attempt that runs after its job
+ended can neither make output visible nor leave an upload pending."""
 
 from __future__ import annotations
 

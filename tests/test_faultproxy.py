@@ -17,7 +17,7 @@ import pytest
 from conftest import BUCKET, differs_on, list_keys, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import StoreError, write_committed
-from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.store import S3Settings, S3Store, open_store
 from s3commit_sdk.store.s3 import RetryPolicy
 from s3commit_sdk.testing.faultproxy import (
     DELAY,
@@ -42,7 +42,7 @@ MIB = 1024 * 1024
 
 def store_via(proxy: FaultProxy, max_attempts: int = 5, throttle_limit: int = 20) -> S3Store:
     """The SDK's store pointed at the proxy (credentials from the sandbox environment)."""
-    return S3Store(settings_for(proxy.endpoint, max_attempts, throttle_limit))
+    return open_store(settings_for(proxy.endpoint, max_attempts, throttle_limit))
 
 
 def settings_for(endpoint: str, max_attempts: int = 5, throttle_limit: int = 20) -> S3Settings:
@@ -267,9 +267,9 @@ def test_same_seed_gives_the_same_fault_sequence(proxy):
 def test_stop_closes_the_listening_socket(s3_server):
     with FaultProxy(s3_server.endpoint) as proxy:
         endpoint = proxy.endpoint
-        S3Store(S3Settings(endpoint_url=endpoint)).check_bucket(BUCKET)
+        open_store(S3Settings(endpoint_url=endpoint)).check_bucket(BUCKET)
     with pytest.raises(StoreError):
-        S3Store(settings_for(endpoint, max_attempts=1)).check_bucket(BUCKET)
+        open_store(settings_for(endpoint, max_attempts=1)).check_bucket(BUCKET)
 
 
 def frame() -> pd.DataFrame:
@@ -336,7 +336,7 @@ def test_throttling_has_a_budget_of_its_own(proxy):
     """Ten SlowDowns in a row ride out under the throttle budget even with max_attempts=2;
     500s are counted against max_attempts, separately."""
     proxy.set_rules([slow_down("HeadBucket", occurrences=range(1, 11))])
-    store = S3Store(
+    store = open_store(
         S3Settings(
             endpoint_url=proxy.endpoint,
             retry=RetryPolicy(max_attempts=2, throttle_limit=20, throttle_interval_s=0.001),
@@ -357,7 +357,7 @@ def test_throttling_has_a_budget_of_its_own(proxy):
     proxy.set_rules([slow_down("HeadBucket")])
     tight = RetryPolicy(throttle_limit=4, throttle_interval_s=0.001)
     with pytest.raises(StoreError, match="503"):
-        S3Store(S3Settings(endpoint_url=proxy.endpoint, retry=tight)).check_bucket(BUCKET)
+        open_store(S3Settings(endpoint_url=proxy.endpoint, retry=tight)).check_bucket(BUCKET)
     assert proxy.counts["HeadBucket"] == 4
 
 
@@ -366,6 +366,6 @@ def test_throttle_budget_stops_at_its_time_limit(proxy):
     policy = RetryPolicy(throttle_limit=1000, throttle_interval_s=0.05, max_duration_s=0.5)
     started = time.monotonic()
     with pytest.raises(StoreError, match="503"):
-        S3Store(S3Settings(endpoint_url=proxy.endpoint, retry=policy)).check_bucket(BUCKET)
+        open_store(S3Settings(endpoint_url=proxy.endpoint, retry=policy)).check_bucket(BUCKET)
     assert time.monotonic() - started < 2.0
     assert 2 <= proxy.counts["HeadBucket"] < 1000

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from s3commit_sdk.committers.report import build_success
 from s3commit_sdk.errors import PendingSetError
 from s3commit_sdk.formats import (
     PENDING_VERSION,
     PENDINGSET_VERSION,
     SUCCESS_FILENAMES_CAP,
     SUCCESS_NAME,
+    ClassicPayload,
+    CommittedFile,
+    ManifestDirectory,
+    ManifestFile,
+    ManifestPayload,
     PendingSet,
     PendingUpload,
+    SuccessDocument,
+    TaskFile,
+    TaskManifest,
     parse_success,
-    success_document,
 )
+from s3commit_sdk.paths import FsLocation
+from s3commit_sdk.protocol import JobContext
 
 JOB = "6f1c2a3b-0000-4000-8000-000000000001"
 BUCKET = "bucket"
@@ -261,29 +272,43 @@ def test_duplicate_destination_keys_are_rejected():
 # -- _SUCCESS ---------------------------------------------------------------------------------
 
 
-def success(**extra):
-    return success_document(
-        committer="partitioned",
-        job_id=JOB,
-        job_id_source="spark",
-        description="test",
-        filenames=[f"year=2024/part-{n:05d}.parquet" for n in range(SUCCESS_FILENAMES_CAP + 5)],
-        metrics={"CompleteMultipartUpload": 3},
-        diagnostics={"conflict_mode": "fail"},
-        extra=extra,
+def committed(n: int) -> CommittedFile:
+    key = f"{DIR}year=2024/part-{n:05d}-{JOB}.c000.snappy.parquet"
+    url, etag, task = f"s3://{BUCKET}/{key}", f'"e{n}"', f"task_{n % 3:05d}"
+    return CommittedFile(url, key, 100 + n, n, {"year": "2024"}, etag, task)
+
+
+def success(files: int = SUCCESS_FILENAMES_CAP + 5, **table) -> SuccessDocument:
+    """What the partitioned committer writes for ``files`` files (``table``: a table format's
+    fields)."""
+    job = JobContext.on_s3(
+        f"s3://{BUCKET}/{DIR}", "partitioned", partition_by=("year",), job_id=JOB
+    )
+    return build_success(
+        job,
+        "partitioned",
+        [committed(n) for n in range(files)],
+        ["year=2024"],
+        1,
+        {"complete_uploads": 0.25, "job_commit": 1.5},
+        {"CompleteMultipartUpload": 3},
+        task_durations={"task_00000": 2.0},
+        retries={"throttled": 1},
+        completion_checks={"answered": 3},
+        table_fields=table,
     )
 
 
 def test_parse_success_round_trip():
-    doc = success(files=["a", "b"])
-    parsed = parse_success(json.dumps(doc).encode())
+    doc = success()
+    parsed = parse_success(doc.to_json().encode())
     assert parsed == doc
     assert parsed["name"] == SUCCESS_NAME
     assert parsed["success"] is True
     assert parsed["jobId"] == JOB
     assert len(parsed["filenames"]) == SUCCESS_FILENAMES_CAP  # Hadoop's cap
-    assert parsed["files"] == ["a", "b"]
-    assert parsed["iostatistics"]["counters"] == {"CompleteMultipartUpload": 3}
+    assert parsed["files"] == [committed(n).to_dict() for n in range(SUCCESS_FILENAMES_CAP + 5)]
+    assert parsed["iostatistics"]["counters"]["requests.CompleteMultipartUpload"] == 3
 
 
 @pytest.mark.parametrize("body", [b"", b"\n", b"  "])
@@ -310,3 +335,177 @@ def test_parse_success_rejects_truncated_json_with_typed_error(body):
     """A truncated ``_SUCCESS`` is commit metadata that failed validation: a typed error."""
     with pytest.raises(PendingSetError):
         parse_success(body)
+
+
+def test_success_document_round_trips_its_json_and_keeps_table_fields():
+    doc = success(files=3, deltaVersion=4, deltaRemovedFiles=2)
+    raw = json.loads(doc.to_json())
+    assert list(raw)[:2] == ["name", "timestamp"]  # Hadoop's SuccessData fields first
+    assert list(raw)[-2:] == ["deltaVersion", "deltaRemovedFiles"]  # the table's last
+    parsed = SuccessDocument.from_dict(raw)
+    assert parsed.to_dict() == raw == dict(parsed)
+    assert parsed.table == {"deltaVersion": 4, "deltaRemovedFiles": 2}
+    assert parsed.files == [committed(n) for n in range(3)]  # paths rebuilt from destination
+    assert parsed.job_id == JOB and parsed.conflict_mode == "append" and parsed.rows == 3
+    assert (parsed.bytes, parsed.bytes_uploaded) == (303, 303)
+
+
+def test_success_document_mapping_is_a_copy_of_the_json_view():
+    doc = success(files=2)
+    doc["files"][0]["rows"] = 99
+    doc["requests"]["PutObject"] = 7
+    assert doc.files[0].rows == 0 and "PutObject" not in doc.requests
+    assert doc.get("deltaVersion") is None and "deltaVersion" not in doc
+    with pytest.raises(KeyError):
+        doc["nothing"]
+
+
+def test_table_fields_cannot_replace_success_fields():
+    with pytest.raises(ValueError, match="rows"):
+        success(files=1, rows=5)
+
+
+def test_success_document_of_a_rename_committer_on_file():
+    job = JobContext.on_s3(f"s3://{BUCKET}/{DIR}", "manifest", job_id=JOB)
+    job = dataclasses.replace(job, location=FsLocation("file", "/data/out"))
+    file = CommittedFile(
+        "file:///data/out/part-0.parquet", "/data/out/part-0.parquet", 5, 1, {}, ""
+    )
+    doc = build_success(job, "manifest", [file], [""], 0, {}, {"rename": 1}, uploaded=False)
+    parsed = parse_success(doc.to_json().encode())
+    assert parsed == doc and parsed.files == [file] and parsed.bytes_uploaded == 0
+    assert parsed["filenames"] == ["/data/out/part-0.parquet"] and parsed.partitions == []
+
+
+def _without(key):
+    return lambda raw: raw.pop(key)
+
+
+def _set(key, value):
+    return lambda raw: raw.__setitem__(key, value)
+
+
+def _set_in_file(key, value):
+    return lambda raw: raw["files"][0].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        _without("jobId"),
+        _without("files"),
+        _without("taskDurations"),
+        _set("rows", -1),
+        _set("rows", "3"),
+        _set("bytes", True),  # a bool is not a count
+        _set("success", "yes"),
+        _set("files", {"key": "x"}),
+        _set("partitionBy", "year"),
+        _set("durations", {"job_commit": "slow"}),
+        _set("requests", {"PutObject": 1.5}),
+        _set("diagnostics", {"destination": None}),
+        _set("destination", "ftp://host/x"),
+        _set("destination", 42),
+        _set_in_file("size", -5),
+        _set_in_file("rows", None),
+        _set_in_file("key", ""),
+        _set_in_file("partition", {"year": 2024}),
+        _set_in_file("etag", None),
+        _set_in_file("path", "s3://elsewhere/x"),  # entries carry no path: an unknown key
+        lambda raw: raw["files"][0].pop("task"),
+        lambda raw: raw["files"].append("part-00000.parquet"),
+    ],
+)
+def test_malformed_success_is_a_typed_error(mutate):
+    raw = json.loads(success(files=2).to_json())
+    mutate(raw)
+    with pytest.raises(PendingSetError):
+        parse_success(json.dumps(raw).encode())
+
+
+# -- task manifests and the rename committers' task payloads ----------------------------------
+
+
+def manifest(**changes) -> TaskManifest:
+    fields = dict(
+        job_id=JOB,
+        task_id="task_00001",
+        attempt_id="task_00001_0",
+        attempt_dir="/data/out dir/_temporary/manifest_x/00/tasks/task_00001_0",
+        files=[
+            ManifestFile("/tmp/a b/day=x%y/part-1.parquet", "/out/day=x%y/part-1.parquet", 9, 3),
+            ManifestFile("/tmp/c/part-2.parquet", "/out/part-2.parquet", 4, 1, {"day": None}),
+        ],
+        directories=[ManifestDirectory("/out/day=x%y", 3, 1)],
+        counters={"rename": 2},
+    )
+    fields.update(changes)
+    return TaskManifest(**fields)
+
+
+def test_task_manifest_round_trip_encodes_uris_as_hadoop_does():
+    saved = manifest().to_json()
+    doc = json.loads(saved)
+    assert doc["type"].endswith("TaskManifest/1") and doc["taskAttemptID"] == "task_00001_0"
+    assert doc["files"][0] == {
+        "s": "/tmp/a%20b/day%3Dx%25y/part-1.parquet",
+        "d": "/out/day%3Dx%25y/part-1.parquet",
+        "z": 9,
+        "e": None,
+    }
+    assert doc["extraData"]["/out/day%3Dx%25y/part-1.parquet"] == {"rows": 3, "partition": {}}
+    assert doc["iostatistics"]["counters"] == {"rename": 2}
+    assert TaskManifest.from_json(saved.encode(), JOB) == manifest()
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.__setitem__("jobId", "another-job"),
+        lambda d: d.__setitem__("version", 2),
+        lambda d: d.__setitem__("type", "x"),
+        lambda d: d.pop("files"),
+        lambda d: d["files"][0].pop("z"),
+        lambda d: d["files"][0].__setitem__("z", -1),
+        lambda d: d["files"][1].__setitem__("d", d["files"][0]["d"]),  # one target twice
+        lambda d: d["directories"][0].__setitem__("l", "1"),
+        lambda d: d.__setitem__("extraData", []),
+        lambda d: d["iostatistics"].__setitem__("counters", {"rename": "2"}),
+    ],
+)
+def test_malformed_task_manifest_is_a_typed_error(mutate):
+    doc = json.loads(manifest().to_json())
+    mutate(doc)
+    with pytest.raises(PendingSetError):
+        TaskManifest.from_json(json.dumps(doc).encode(), JOB)
+
+
+def test_rename_committer_payloads_round_trip():
+    files = [TaskFile("day=a/part-0.parquet", 3, 10, {"day": "a"}), TaskFile("p.csv", 0, 0, {})]
+    classic = ClassicPayload(files, {"rename": 4})
+    assert ClassicPayload.from_dict(json.loads(json.dumps(classic.to_dict()))) == classic
+    payload = ManifestPayload("/out/_temporary/manifest_x/00/manifests/t_0-manifest.json")
+    assert ManifestPayload.from_dict(payload.to_dict()) == payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"files": [["a", 1, 2]], "requests": {}},
+        {"files": [["a", -1, 2, {}]], "requests": {}},
+        {"files": [["", 1, 2, {}]], "requests": {}},
+        {"files": [], "requests": {"rename": "1"}},
+        {"files": []},
+        {"manifest": "/m.json"},
+        [],
+    ],
+)
+def test_malformed_classic_payload_is_a_typed_error(payload):
+    with pytest.raises(PendingSetError):
+        ClassicPayload.from_dict(payload)
+
+
+@pytest.mark.parametrize("payload", [{}, {"manifest": 3}, {"manifest": "m", "x": 1}, ["m"]])
+def test_malformed_manifest_payload_is_a_typed_error(payload):
+    with pytest.raises(PendingSetError):
+        ManifestPayload.from_dict(payload)

@@ -80,6 +80,17 @@ def test_parse_s3_url_rejection_messages_say_what_is_wrong():
         parse_s3_url("s3://b/a/../c")
 
 
+@pytest.mark.parametrize("url", ["s3://b/a\\b", "s3a://b/tables\\events/x", "s3://b/trailing\\"])
+def test_a_backslash_in_an_s3_destination_is_refused_saying_why(url):
+    """Some S3 servers store '\\' in a key as '/': the files would be listed under other names."""
+    for parse in (parse_s3_url, parse_destination):
+        with pytest.raises(InvalidPathError, match="backslash") as info:
+            parse(url)
+        assert "'/'" in str(info.value) and "other names" in str(info.value)
+    # in a partition value it is escaped as Spark escapes it, so no key carries it
+    assert partition_dir(["city"], ["back\\slash"]) == "city=back%5Cslash"
+
+
 def test_dir_prefix_has_trailing_slash_and_keeps_siblings_apart():
     loc = parse_s3_url("s3://bucket/out/ds1")
     assert loc.dir_prefix == "out/ds1/"

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from s3commit_sdk import InvalidArgumentError, TaskFailedError, write_committed
-from s3commit_sdk.progress import PROGRESS_ENV, TextProgress, make_listener
+from s3commit_sdk.listeners import PROGRESS_ENV, make_listener
+from s3commit_sdk.progress import ProgressTracker, TextProgress
 
 
 def phases(events) -> list[str]:
@@ -72,6 +73,17 @@ def test_bad_progress_argument(dest):
 
 
 # -- progress inside running tasks ----------------------------------------------------------------
+def test_a_tasks_first_report_is_shown_at_once_and_later_ones_at_most_per_interval():
+    """A task that starts is seen starting, however fast it writes; then the interval holds."""
+    events = []
+    tracker = ProgressTracker(events.append, interval=3600)
+    tracker.update(phase="writing")
+    tracker.task_running(0, 10, 100)
+    tracker.task_running(0, 20, 200)  # within the interval: kept, not published
+    tracker.task_running(1, 5, 50)
+    assert [(e.tasks_running, e.rows, e.bytes) for e in events[1:]] == [(1, 10, 100), (2, 25, 250)]
+
+
 def test_one_large_local_task_moves_before_it_ends(dest):
     """One task of many batches: rows and bytes grow while it runs, against a known total."""
     events = []

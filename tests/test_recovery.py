@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ from crash_driver import data, run
 
 from s3commit_sdk import CommitError
 from s3commit_sdk.cli import main as cli
+from s3commit_sdk.errors import StoreError
 from s3commit_sdk.recovery import abort, recover
-from s3commit_sdk.testing.faultproxy import delay
+from s3commit_sdk.testing.faultproxy import delay, ignore_deletes
 
 pytestmark = pytest.mark.fault
 
@@ -274,3 +276,82 @@ def test_abort_without_journal_deletes_no_visible_object_unasked(s3, dest, capsy
             if pending_uploads(s3, key):
                 s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
         s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": dest.dir + MARKER}]})
+
+
+# -- recovery runs job commit's own stages: parallel, verified, the same _SUCCESS --------------
+def journal_commits(s3, dest) -> list[dict]:
+    key = next(k for k in list_keys(s3, dest.dir + "__s3commit/") if k.endswith("journal.json"))
+    return json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())["commits"]
+
+
+@pytest.mark.parametrize("crashed", [("partitioned", "after-journal")], indirect=True)
+def test_recover_completes_in_parallel(crashed, proxy, s3, dest):
+    """Four completions are in flight at once while none has landed: a one-at-a-time loop
+    could never have a second one sent before the first was answered."""
+    before, files = crashed[2], len(journal_commits(s3, dest))
+    assert files >= 4
+    proxy.set_rules([delay(10_000, "CompleteMultipartUpload", occurrences=[1, 2, 3, 4])])
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(recover, dest.url, {"endpoint": proxy.endpoint, "threads": 4})
+        deadline = time.monotonic() + 60
+        while proxy.counts.get("CompleteMultipartUpload", 0) < 4:
+            assert not running.done(), running.exception()
+            assert time.monotonic() < deadline, "fewer than 4 completions ever in flight"
+            time.sleep(0.02)
+        assert state(s3, dest.prefix) == before  # all four held: none has landed yet
+        report = running.result(timeout=120)
+    assert len(report.completed) == files and report.already_visible == []
+    assert pending_uploads(s3, dest.dir) == []
+
+
+@pytest.mark.parametrize("crashed", [("partitioned", "after-2-of-6-completions")], indirect=True)
+def test_recover_verifies_and_records_what_the_store_holds(crashed, s3, dest):
+    """Every file is checked as job commit checks it; ``_SUCCESS`` records each object's stored
+    ETag, never a completion's answer (RGW answers with an empty one)."""
+    files = len(journal_commits(s3, dest))
+    report = recover(dest.url)
+    assert len(report.completed) == files - 2 and len(report.already_visible) == 2
+    success = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    assert len(success["files"]) == files
+    for entry in success["files"]:
+        stored = s3.head_object(Bucket=BUCKET, Key=entry["key"])["ETag"]
+        assert entry["etag"] and entry["etag"].strip('"') == stored.strip('"')
+    assert sum(success["completionChecks"].values()) == files  # answered, listed or headed
+
+
+@pytest.mark.parametrize("crashed", [("partitioned", "after-2-of-6-completions")], indirect=True)
+def test_recover_refuses_a_completed_file_that_is_not_the_jobs(crashed, s3, dest):
+    """A key the journal names holds other bytes than the job uploaded: recover stops with a
+    typed error naming abort, and abort removes the job's files but not the stranger's."""
+    before = crashed[2]
+    done = [c["destinationKey"] for c in journal_commits(s3, dest) if c["destinationKey"]]
+    completed = [k for k in done if k in state(s3, dest.prefix)]
+    assert len(completed) == 2
+    s3.put_object(Bucket=BUCKET, Key=completed[0], Body=b"not the job's bytes")
+    stranger = s3.head_object(Bucket=BUCKET, Key=completed[0])["ETag"]
+    with pytest.raises(CommitError, match="not what the task uploaded") as info:
+        recover(dest.url)
+    assert info.value.visible == "some" and info.value.remedy == f"s3commit abort {dest.url}"
+    assert set(state(s3, dest.prefix)) == set(before) | set(done)  # what the error says
+    abort(dest.url)
+    assert state(s3, dest.prefix) == {**before, completed[0]: stranger}
+    assert pending_uploads(s3, dest.dir) == []
+    assert [k for k in list_keys(s3, dest.dir) if "/__" in k] == []
+
+
+@pytest.mark.parametrize("crashed", [("partitioned", "after-2-of-6-completions")], indirect=True)
+def test_abort_does_not_trust_a_deleted_answer(crashed, proxy, s3, dest):
+    """A store that answers "Deleted" without deleting (the proxy, emulating one that stored
+    the key under another name): abort says so instead of reporting the deletions, and a rerun
+    on a store that deletes finishes the job's roll back."""
+    before = crashed[2]
+    visible = state(s3, dest.prefix)
+    proxy.set_rules([ignore_deletes()])
+    with pytest.raises(StoreError, match="left 2 in place") as info:
+        abort(dest.url, {"endpoint": proxy.endpoint})
+    assert info.value.code == "DeleteNotConfirmed"
+    assert state(s3, dest.prefix) == visible  # nothing was deleted, as the error says
+    proxy.reset()
+    report = abort(dest.url)
+    assert len(report.deleted) == 2 and state(s3, dest.prefix) == before
+    assert pending_uploads(s3, dest.dir) == []

@@ -3,6 +3,7 @@ and the classic committer on S3, where each rename is a COPY plus a DELETE."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import uuid
@@ -15,8 +16,8 @@ from conftest import BUCKET, list_keys, read_back, rows_of
 
 from s3commit_sdk import CommitError, ConflictError, StoreError, TaskFailedError, write_committed
 from s3commit_sdk.committers.rename_base import RenameCommitter
-from s3commit_sdk.store.rename import LocalStore
-from s3commit_sdk.testing.faulty_store import FaultPlan, faulty_rename_store
+from s3commit_sdk.store.rename import LocalStore, RenameStore
+from s3commit_sdk.testing.faulty_store import FaultPlan, FaultyStore, faulty_rename_store
 
 VARIANTS = [
     ("manifest", {}),
@@ -228,6 +229,49 @@ def test_manifest_load_failure_makes_nothing_visible():
         write_committed(frame({"d1": 9}), url, committer="manifest", options={"tasks": 3})
     fs = fsspec.filesystem("memory")
     assert not fs.exists(root) or fs.find(root) == []
+
+
+def recording(reached: list[str], name: str, real):
+    def call(*args):
+        reached.append(name)
+        return real(*args)
+
+    return call
+
+
+def test_the_faulty_store_forwards_every_store_operation(tmp_path):
+    """Wrapped, a store must act as itself: each operation of the interface reaches the wrapped
+    store's own, never the interface's default (which would bypass what the store does)."""
+    operations = {n for n, _ in inspect.getmembers(RenameStore, inspect.isfunction) if n[0] != "_"}
+    inner, reached = LocalStore(), []
+    for name in operations:
+        setattr(inner, name, recording(reached, name, getattr(inner, name)))
+    source, target = tmp_path / "source", tmp_path / "target"
+    (source / "d").mkdir(parents=True)
+    (source / "d" / "f").write_bytes(b"1")
+    calls = {
+        "open_write": (f"{tmp_path}/w/opened",),
+        "read_bytes": (f"{source}/d/f",),
+        "write_bytes": (f"{tmp_path}/w/written", b"2"),
+        "rename": (f"{tmp_path}/w/written", f"{tmp_path}/w/renamed"),
+        "rename_dir": (f"{source}/d", f"{target}/d"),
+        "mkdirs": (f"{tmp_path}/m",),
+        "delete": (f"{tmp_path}/m",),
+        "list_files": (str(target),),
+        "exists": (str(target),),
+        "etag": (f"{target}/d/f",),
+        "count": ("list",),
+    }
+    assert set(calls) == operations  # a new operation needs a line here and in FaultyStore
+    faulty = FaultyStore(inner, FaultPlan())
+    for name, args in calls.items():
+        reached.clear()
+        result = getattr(faulty, name)(*args)
+        if name == "open_write":
+            result.close()
+        assert reached[:1] == [name], f"FaultyStore.{name} does not reach the wrapped store's"
+    assert faulty.plan.renames == 2  # rename_dir counts as one rename of the plan
+    assert [p for p, _ in inner.list_files(str(target))] == [f"{target}/d/f"]
 
 
 @pytest.mark.parametrize(("committer", "options"), VARIANTS, ids=IDS)

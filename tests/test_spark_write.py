@@ -186,7 +186,8 @@ def test_task_failing_every_attempt_leaves_nothing(spark, s3, dest):
 
 @pytest.mark.fault
 def test_sibling_prefix_uploads_survive(spark, s3, dest):
-    """A pending upload under .../ds10/ is not touched by jobs on .../ds1 (seed 003, Testing)."""
+    """A pending upload under .../ds10/ is not touched by jobs on .../ds1 ("A Zero-Rename
+    Committer", "Testing")."""
     sibling = s3.create_multipart_upload(Bucket=BUCKET, Key=dest.prefix + "/ds10/part-0")
     s3.put_object(Bucket=BUCKET, Key=dest.prefix + "/ds10/data.parquet", Body=b"keep")
     ds1 = f"{dest.url}/ds1"

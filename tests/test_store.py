@@ -12,7 +12,7 @@ from conftest import BUCKET, differs_on, list_keys, pending_uploads
 
 from s3commit_sdk.errors import StoreError
 from s3commit_sdk.options import MIN_PART_SIZE, resolve_options
-from s3commit_sdk.store import S3Settings, S3Store
+from s3commit_sdk.store import S3Settings, open_store
 from s3commit_sdk.store.s3 import multipart_etag
 from s3commit_sdk.testing.sandbox import S3Sandbox
 
@@ -20,7 +20,7 @@ from s3commit_sdk.testing.sandbox import S3Sandbox
 @pytest.fixture
 def store(s3_server):
     """A fresh store (fresh counters) built the way the SDK builds it: from options + env."""
-    return S3Store(S3Settings.resolve(resolve_options(None)))
+    return open_store(None)
 
 
 def _abort_all(s3, prefix: str) -> None:
@@ -259,7 +259,7 @@ def test_bad_credentials_raise_store_error_naming_bucket(s3_server):
         bucket=None, export=False, extra_env={"INITIAL_NO_AUTH_ACTION_COUNT": "0"}
     ) as secured:
         assert secured.endpoint != s3_server.endpoint
-        store = S3Store(
+        store = open_store(
             S3Settings(
                 endpoint_url=secured.endpoint,
                 access_key="nobody",
@@ -288,7 +288,7 @@ def test_s3_compatible_options_reach_the_wire(s3_server, s3, dest, mode, sent):
     from urllib.parse import urlsplit
 
     options = resolve_options({"checksums": mode, "path.style.access": "true"})
-    store = S3Store(S3Settings.resolve(options))
+    store = open_store(options)
     requests = []
     store.client.meta.events.register(
         "before-send.s3.PutObject", lambda request, **_: requests.append(request)
@@ -306,6 +306,6 @@ def test_s3_compatible_options_reach_the_wire(s3_server, s3, dest, mode, sent):
 
 
 def test_checksums_auto_means_when_required_on_a_custom_endpoint(s3_server):
-    custom = S3Store(S3Settings(endpoint_url=s3_server.endpoint))
+    custom = open_store(S3Settings(endpoint_url=s3_server.endpoint))
     assert custom.client.meta.config.request_checksum_calculation == "when_required"
     assert custom.client.meta.config.response_checksum_validation == "when_required"

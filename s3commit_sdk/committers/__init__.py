@@ -1,32 +1,26 @@
-"""Committers by name."""
+"""Committers by name: the names are :data:`~s3commit_sdk.options.CommitterName`'s."""
 
 from __future__ import annotations
 
-from ..errors import InvalidArgumentError
+from ..options import COMMITTER_NAMES, CommitterName, check_choice
 from ..protocol import Committer, JobContext
 from .classic import ClassicCommitter
 from .magic import MagicCommitter
 from .manifest import ManifestCommitter
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
 
-COMMITTERS: dict[str, type[Committer]] = {
+COMMITTERS: dict[CommitterName, type[Committer]] = {
     "directory": DirectoryStagingCommitter,
     "partitioned": PartitionedStagingCommitter,
     "magic": MagicCommitter,
     "manifest": ManifestCommitter,
     "file": ClassicCommitter,
 }
-#: committers that need an s3:// destination; the others rename files on any store
-S3_ONLY = ("directory", "partitioned", "magic")
 
 
-def check_committer(name: object) -> str:
-    """``name`` if it names a committer; anything else is refused listing the committers."""
-    if not isinstance(name, str) or name not in COMMITTERS:
-        raise InvalidArgumentError(
-            f"unknown committer {name!r}; available: {', '.join(COMMITTERS)}"
-        )
-    return name
+def check_committer(name: object) -> CommitterName:
+    """``name`` if it names a committer; anything else is refused naming the nearest."""
+    return check_choice("committer", name, COMMITTER_NAMES)
 
 
 def make_committer(job: JobContext) -> Committer:

@@ -1,4 +1,6 @@
-"""The classic FileOutputCommitter, algorithms 1 and 2 (seed 000, "The FileOutputCommitter").
+"""The classic FileOutputCommitter, algorithms 1 and 2.
+
+"S3A Committers: Architecture and Implementation", "The FileOutputCommitter":
 
 v1: task commit renames the attempt directory to the committed-task directory; job commit
 merges every committed task directory into the destination (``mergePathsV1``). v2: task commit
@@ -16,6 +18,7 @@ import warnings
 from typing import Any
 
 from .. import layout
+from ..formats import ClassicPayload, TaskFile
 from ..paths import S3Location
 from ..protocol import JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
 from .rename_base import RenameCommitter
@@ -60,10 +63,8 @@ class ClassicCommitter(RenameCommitter):
             self.store.rename_dir(source, target)
         else:  # v2: merge the attempt's files into the destination now
             self._merge(source)
-        return {
-            "files": [[f.relpath, f.rows, f.size, f.partition] for f in files],
-            "requests": self.store.counters.snapshot(),
-        }
+        written = [TaskFile(f.relpath, f.rows, f.size, f.partition) for f in files]  # no footer
+        return ClassicPayload(written, self.store.counters.snapshot()).to_dict()
 
     def _merge(self, *sources: str) -> None:
         """mergePaths: every file under each source to the same relative path in the dest, in
@@ -81,17 +82,17 @@ class ClassicCommitter(RenameCommitter):
         """v1 merges every committed task now; v2 tasks merged already. Replaced files go last:
         a job that fails before never loses the old data (v2 may leave new files beside it)."""
         started = time.monotonic()
-        relpaths = [f[0] for m in messages for f in m.payload["files"]]
-        replaced = self.replaced_files(relpaths)
+        payloads = [ClassicPayload.from_dict(m.payload) for m in messages]
+        replaced = self.replaced_files([f.relpath for p in payloads for f in p.files])
         with self.stage(phases, "merge"):
             if self.version == 1:
                 self._merge(*(self.committed_dir(m.task_id) for m in messages))
         entries = [
-            self.entry(self.path(rel), rows, size, partition, m.task_id)
-            for m in messages
-            for rel, rows, size, partition in m.payload["files"]
+            self.entry(self.path(f.relpath), f.rows, f.size, f.partition, m.task_id)
+            for m, payload in zip(messages, payloads, strict=True)
+            for f in payload.files
         ]
-        tasks = [m.payload["requests"] for m in messages]
+        tasks = [p.requests for p in payloads]
         durations = {m.task_id: m.summary.seconds for m in messages}
         json_success = self.job.options.success_json
         return self.finish(entries, replaced, phases, started, json_success, tasks, durations)

@@ -1,10 +1,11 @@
 """Conflict resolution of the directory and partitioned committers.
 
-Seed 001 ("Conflict Resolution in the Staging Committers") and seed 002 ("Conflict
-resolution"): the directory committer resolves conflicts for the whole destination at job
-setup (fail) or job commit (replace); the partitioned committer only for the partitions that
-receive new data, failing the task that writes into an existing partition. The policies work on
-any store through ``ListVisible``: the visible files under a directory of the destination.
+"Committing work to S3 with the S3A Committers" ("Conflict Resolution in the Staging Committers")
+and Netflix's "s3committer README" ("Conflict resolution"): the directory committer resolves
+conflicts for the whole destination at job setup (fail) or job commit (replace); the partitioned
+committer only for the partitions that receive new data, failing the task that writes into an
+existing partition. The policies work on any store through ``ListVisible``: the visible files under
+a directory of the destination.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class PartitionConflict(DirectoryConflict):
                 raise ConflictError(
                     f"partition {where} of {url} already holds data (e.g. {existing[0]!r}) and "
                     "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
-                    "partitions that receive data)",
+                    "partitions that receive data). Nothing of this job became visible.",
                     destination=url,
+                    visible=NOTHING_VISIBLE,
                 )
 
     def replaced(self, visible: ListVisible, partitions: set[str]) -> list[str]:

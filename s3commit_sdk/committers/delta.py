@@ -35,10 +35,19 @@ from ..errors import (
     ConflictError,
     InvalidArgumentError,
 )
-from ..formats import Journal, PendingSet, PendingUpload
-from ..protocol import JobContext, JobOutcome, TaskAttemptContext, WrittenFile
+from ..formats import PendingSet
+from ..protocol import JobContext, TaskAttemptContext, WrittenFile
+from ..stages import Stage, add_stage
+from .commit_run import CommitRun
 from .conflict import DirectoryConflict, PartitionConflict
 from .magic import MagicCommitter
+from .s3_stages import (
+    S3_STAGES,
+    abort_before_completion,
+    interrupted_after_completion,
+    roll_back,
+    rolled_back_fields,
+)
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
 
 
@@ -69,23 +78,87 @@ class TableConflict(DirectoryConflict):
             raise ConflictError(
                 f"partition {where} of the Delta table at {url} already holds data and "
                 "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
-                "partitions that receive data)",
+                "partitions that receive data). Nothing of this job became visible.",
                 destination=url,
+                visible=NOTHING_VISIBLE,
             )
 
     def replaced(self, visible, partitions: set[str]) -> list[str]:
         return []
 
 
+# -- the Delta stages of job commit ------------------------------------------------------------
+def prepare_table(run: CommitRun) -> None:
+    """Before the journal: every file carries its statistics, and the journal records what the
+    transaction needs (schema, the version it is based on, the unit of conflict)."""
+    committer = run.committer
+    unmeasured = [c.destinationKey for c in run.commits if STATS_KEY not in c.extraData]
+    if unmeasured:
+        raise CommitError(f"{unmeasured[0]!r} carries no Delta statistics from its task")
+    committer.read_table()
+    run.journal_extra = {
+        SCHEMA_KEY: committer.commit_schema,
+        READ_VERSION_KEY: committer.read_version,
+        UNIT_KEY: "partition" if committer.per_partition else "table",
+    }
+
+
+def commit_table(run: CommitRun) -> None:
+    """The one step that makes the job visible: one Delta transaction adding every file (and
+    removing the replaced ones). ``s3commit recover`` runs it too; it never commits twice."""
+    committer, url, job_id = run.committer, run.location.url(), run.job.job_id
+    plan = TablePlan.from_journal(run.require_journal(), run.location)
+    try:
+        delta = committer.log.commit(plan, committer.table)
+    except TableCommitFailed as failed:
+        visible, state = roll_back(run, run.commits)
+        error = ConcurrentCommitError if failed.conflict else CommitError
+        what = (
+            "another writer's commit to the Delta table conflicts with it"
+            if failed.conflict
+            else "committing it to the Delta table failed"
+        )
+        raise error(
+            f"job {job_id}: {what} ({failed}). It was rolled back: the Delta "
+            f"table at {url} stays at its previous version. {state}",
+            **rolled_back_fields(run, visible),
+        ) from failed
+    except CommitError as unknown:
+        unknown.add_note(
+            f"s3commit: job {job_id} completed its files at {url} (no Delta reader sees them "
+            "unless the transaction landed); they are kept. "
+            f"`s3commit recover {url}` commits the transaction if it is "
+            f"missing (never twice); `s3commit abort {url}` deletes them."
+        )
+        unknown.remedy = f"s3commit recover {url}"
+        raise
+    committer.delta = delta
+    run.table_fields = {"deltaVersion": delta.version, "deltaRemovedFiles": delta.removed}
+
+
+#: the S3 committers' stages with the Delta transaction added
+DELTA_STAGES = add_stage(
+    add_stage(
+        S3_STAGES,
+        Stage("prepare_table", prepare_table, None, abort_before_completion),
+        before="take_marker",
+    ),
+    Stage("delta_commit", commit_table, "delta_commit", interrupted_after_completion),
+    after="delete_replaced",
+)
+
+
 class DeltaJob:
-    """Mixed in before an S3 committer class: the Delta steps around its job protocol."""
+    """Mixed in before an S3 committer class: the Delta table around its tasks, and the Delta
+    stages of its job commit (:data:`DELTA_STAGES`)."""
 
     locks_destination = False
+    stages = DELTA_STAGES
 
     def __init__(self, job: JobContext) -> None:
-        self._table = None  # the snapshot job setup read (driver), or a task's latest
-        self._table_loaded = False
-        self._commit_schema = job.table_schema
+        self.table = None  # the snapshot job setup read (driver), or a task's latest
+        self.table_loaded = False
+        self.commit_schema = job.table_schema
         self._task_stats: dict[str, str] = {}
         self.delta: DeltaCommit | None = None
         super().__init__(job)
@@ -95,21 +168,21 @@ class DeltaJob:
         per_partition = isinstance(super().make_conflict_policy(), PartitionConflict)
         return TableConflict(self.job.conflict_mode, per_partition, self._occupied)
 
-    def _read(self) -> None:
+    def read_table(self) -> None:
         """Read the table once: at job setup (the snapshot the transaction is based on), at a
         task's first conflict check, or at job commit if setup ran in another process (Spark's
         data source API sets up in one Python worker and commits in another)."""
-        if self._table_loaded:
+        if self.table_loaded:
             return
         table = self.log.open()
         if table is not None:
             self.log.check_fits(table, self.job.table_schema, self.job.partition_by)
-            self._commit_schema = table.schema().to_json()  # the table's own, byte for byte
-        self._table, self._table_loaded = table, True
+            self.commit_schema = table.schema().to_json()  # the table's own, byte for byte
+        self.table, self.table_loaded = table, True
 
     def _occupied(self) -> set[str]:
-        self._read()
-        return self.log.occupied(self._table)
+        self.read_table()
+        return self.log.occupied(self.table)
 
     # -- job setup: the snapshot the transaction will be based on -------------------------------
     def setup_job(self) -> None:
@@ -117,12 +190,12 @@ class DeltaJob:
         if self.job.table_schema is None:  # recovery builds jobs without one; they never set up
             raise InvalidArgumentError("a Delta job needs its table schema: build it with new_job")
         self.store.check_bucket(self.location.bucket)
-        self._read()
+        self.read_table()
         super().setup_job()
 
     @property
     def read_version(self) -> int | None:
-        return self._table.version() if self._table is not None else None
+        return self.table.version() if self.table is not None else None
 
     # -- task side: statistics from the footers the writers kept ---------------------------------
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
@@ -137,64 +210,9 @@ class DeltaJob:
             commit.extraData[STATS_KEY] = self._task_stats[commit.destinationKey]
         super().save_pendingset(pendingset)
 
-    # -- job commit -----------------------------------------------------------------------------
-    def journal_extra(self) -> dict[str, Any]:
-        return {
-            SCHEMA_KEY: self._commit_schema,
-            READ_VERSION_KEY: self.read_version,
-            UNIT_KEY: "partition" if self.conflict.per_partition else "table",
-        }
-
-    def _begin_commit(self, commits: list[PendingUpload], phases: dict[str, float]) -> Journal:
-        unmeasured = [c.destinationKey for c in commits if STATS_KEY not in c.extraData]
-        if unmeasured:
-            raise CommitError(f"{unmeasured[0]!r} carries no Delta statistics from its task")
-        self._read()
-        return super()._begin_commit(commits, phases)
-
-    def finish_commit(
-        self,
-        journal: Journal,
-        etags: dict[str, str],
-        pendingsets: list[PendingSet],
-        durations: dict[str, float],
-        phases: dict[str, float],
-        started: float,
-    ) -> JobOutcome:
-        """The Delta transaction first (the one step that makes the job visible), then the
-        committer's clean-up, ``_SUCCESS`` and release. ``s3commit recover`` comes here too."""
-        with self.stage(phases, "delta_commit"):
-            plan = TablePlan.from_journal(journal, self.location)
-            try:
-                self.delta = self.log.commit(plan, self._table)
-            except TableCommitFailed as failed:
-                visible, state = self._roll_back(journal.commits, pendingsets)
-                error = ConcurrentCommitError if failed.conflict else CommitError
-                what = (
-                    "another writer's commit to the Delta table conflicts with it"
-                    if failed.conflict
-                    else "committing it to the Delta table failed"
-                )
-                raise error(
-                    f"job {self.job.job_id}: {what} ({failed}). It was rolled back: the Delta "
-                    f"table at {self.location.url()} stays at its previous version. {state}",
-                    **self.rolled_back_fields(visible),
-                ) from failed
-            except CommitError as unknown:
-                unknown.add_note(
-                    f"s3commit: job {self.job.job_id} completed its files at {self.location.url()} "
-                    "(no Delta reader sees them unless the transaction landed); they are kept. "
-                    f"`s3commit recover {self.location.url()}` commits the transaction if it is "
-                    f"missing (never twice); `s3commit abort {self.location.url()}` deletes them."
-                )
-                unknown.remedy = f"s3commit recover {self.location.url()}"
-                raise
-        return super().finish_commit(journal, etags, pendingsets, durations, phases, started)
-
-    def success_fields(self) -> dict[str, Any]:
-        if self.delta is None:
-            return {}
-        return {"deltaVersion": self.delta.version, "deltaRemovedFiles": self.delta.removed}
+    @property
+    def per_partition(self) -> bool:
+        return self.conflict.per_partition
 
 
 class DeltaDirectoryCommitter(DeltaJob, DirectoryStagingCommitter):

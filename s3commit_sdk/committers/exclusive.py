@@ -15,7 +15,7 @@ import threading
 from ..errors import StoreError
 from ..layout import probe_key
 from ..paths import S3Location
-from ..store import S3Settings, S3Store
+from ..store import S3Settings, S3Store, open_store
 
 _checked: dict[tuple[str | None, str], bool] = {}
 _lock = threading.Lock()
@@ -26,7 +26,7 @@ def honours_conditional_create(settings: S3Settings, location: S3Location) -> bo
     cache_key = (settings.endpoint_url, location.bucket)
     with _lock:
         if cache_key not in _checked:
-            _checked[cache_key] = _probe(S3Store(settings), location)
+            _checked[cache_key] = _probe(open_store(settings), location)
         return _checked[cache_key]
 
 

@@ -1,17 +1,17 @@
 """The magic committer: task output streams straight into multipart uploads left uncompleted.
 
-Seed 000 ("The Magic Committer", "Core concept: A new/modified output stream for delayed PUT
-commits"): a file written under ``__magic/.../__base/`` is uploaded to the destination path the
-``__base`` rule maps it to, but its upload is not completed. Task commit saves the attempt's
-uploads as ``<taskId>.pendingset``; job commit completes them through the same path as the
-staging committers. No local copy of the data is made.
+"S3A Committers: Architecture and Implementation" ("The Magic Committer", "Core concept: A
+new/modified output stream for delayed PUT commits"): a file written under ``__magic/.../__base/``
+is uploaded to the destination path the ``__base`` rule maps it to, but its upload is not
+completed. Task commit saves the attempt's uploads as ``<taskId>.pendingset``; job commit completes
+them through the same path as the staging committers. No local copy of the data is made.
 
-Unlike seed 000's committer, no ``.pending`` file is saved per output file: the attempt keeps
-its uploads in memory until task commit (as Hadoop's
+Unlike the committer that document describes, no ``.pending`` file is saved per output file: the
+attempt keeps its uploads in memory until task commit (as Hadoop's
 ``fs.s3a.committer.magic.track.commits.in.memory.enabled`` does), so a file costs 2 + parts
 requests, as it does with the staging committers. An attempt that dies before its pendingset
 leaves nothing to read, and needs nothing: every key it uploads to carries the job UUID, and
-job end aborts the job's pending uploads by listing them (``S3Committer.cleanup``).
+job end aborts the job's pending uploads by listing them (``s3_stages.remove_leftovers``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The manifest committer (seed 004, "Manifest Committer Protocol").
+"""The manifest committer ("Manifest Committer Protocol").
 
 Tasks write under ``$dest/_temporary/manifest_$jobID/00/tasks/<attempt>/``; task commit scans
 that directory into a JSON task manifest saved under a temporary name and renamed into
@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import quote, unquote
 
 from .. import layout
 from ..errors import NOTHING_VISIBLE, CommitError, PendingSetError
-from ..formats import load_task_manifest, task_manifest
+from ..formats import ManifestDirectory, ManifestFile, ManifestPayload, TaskManifest
 from ..protocol import JobOutcome, TaskAttemptContext, TaskCommit, WrittenFile
 from .conflict import PartitionConflict
 from .rename_base import RenameCommitter
@@ -47,45 +46,41 @@ class ManifestCommitter(RenameCommitter):
         self.check_task_conflicts([f.relpath for f in files])
         root = self.attempt_dir(task)
         written = {f.relpath: f for f in files}
-        entries, extra, directories = [], {}, {}
-        for source, size in self.store.list_files(root):  # the scan of seed 004
+        entries: list[ManifestFile] = []
+        directories: dict[str, ManifestDirectory] = {}
+        for source, size in self.store.list_files(root):  # the task's scan, as in the protocol
             relpath = source[len(root) + 1 :]
-            target = self.path(relpath)
-            entries.append({"s": quote(source), "d": quote(target), "z": size, "e": None})
             info = written.get(relpath)
-            extra[quote(target)] = {
-                "rows": info.rows if info else 0,
-                "partition": info.partition if info else {},
-            }
+            rows, partition = (info.rows, info.partition) if info else (0, {})
+            entries.append(ManifestFile(source, self.path(relpath), size, rows, partition))
             parent = relpath.rsplit("/", 1)[0] if "/" in relpath else ""
             if parent:
-                depth = parent.count("/") + 1
-                directories[quote(self.path(parent))] = {"t": DIR_STATUS_DIR, "l": depth}
-        manifest = task_manifest(
+                path = self.path(parent)
+                directories[path] = ManifestDirectory(path, DIR_STATUS_DIR, parent.count("/") + 1)
+        manifest = TaskManifest(
             self.job.job_id,
             task.task_id,
             task.attempt_id,
-            quote(root),
+            root,
             entries,
-            [{"d": d, **v} for d, v in sorted(directories.items())],
-            extra,
+            [directories[path] for path in sorted(directories)],
             self.store.counters.snapshot(),
         )
         final = f"{self.job_dir}/manifests/{task.attempt_id}-manifest.json"
         temporary = final + ".tmp"
-        self.store.write_bytes(temporary, manifest.encode())
+        self.store.write_bytes(temporary, manifest.to_json().encode())
         self.store.delete(final)
         self.store.rename(temporary, final)
-        return {"manifest": final}
+        return ManifestPayload(final).to_dict()
 
-    def _load(self, message: TaskCommit) -> dict:
-        manifest = message.payload["manifest"]
+    def _load(self, message: TaskCommit) -> TaskManifest:
+        manifest = ManifestPayload.from_dict(message.payload).manifest
         expected = f"{self.job_dir}/manifests/"
         if not manifest.startswith(expected):
             raise PendingSetError(f"manifest {manifest!r} is outside {expected!r}")
-        doc = load_task_manifest(self.store.read_bytes(manifest), self.job.job_id)
-        if doc["taskAttemptID"] != message.attempt_id:
-            raise PendingSetError(f"manifest of {doc['taskAttemptID']}, not {message.attempt_id}")
+        doc = TaskManifest.from_json(self.store.read_bytes(manifest), self.job.job_id)
+        if doc.attempt_id != message.attempt_id:
+            raise PendingSetError(f"manifest of {doc.attempt_id}, not {message.attempt_id}")
         return doc
 
     def commit_files(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
@@ -101,27 +96,24 @@ class ManifestCommitter(RenameCommitter):
                 ) from exc
         moves, entries, seen = [], [], set()
         for doc in manifests:
-            for f in doc["files"]:
-                source, target = unquote(f["s"]), unquote(f["d"])
+            for f in doc.files:
+                target = f.destination
                 self.relative(target)  # raises if a manifest points outside the destination
                 if target in seen:
                     raise CommitError(f"two task manifests both write {target!r}")
                 seen.add(target)
-                moves.append((source, target))
-                info = doc["extraData"].get(f["d"], {})
-                entries.append(
-                    (target, info.get("rows", 0), f["z"], info.get("partition", {}), doc["taskID"])
-                )
+                moves.append((f.source, target))
+                entries.append((target, f.rows, f.size, f.partition, doc.task_id))
         replaced = self.replaced_files([self.relative(t) for _, t in moves])
         with self.stage(phases, "create_target_dirs"):
-            dirs = sorted({unquote(d["d"]) for doc in manifests for d in doc["directories"]})
+            dirs = sorted({d.path for doc in manifests for d in doc.directories})
             self.parallel(self.store.mkdirs, dirs)
         with self.stage(phases, "rename_files"):
             self.move_all(moves)
         if self.job.options.validate_output:
             self._validate(entries)
         files = [self.entry(*e) for e in entries]
-        tasks = [doc["iostatistics"]["counters"] for doc in manifests]
+        tasks = [doc.counters for doc in manifests]
         durations = {m.task_id: m.summary.seconds for m in messages}
         return self.finish(files, replaced, phases, started, True, tasks, durations)
 
@@ -135,7 +127,8 @@ class ManifestCommitter(RenameCommitter):
             )
 
     def cleanup_job_dir(self) -> None:
-        """Task directories in parallel first (seed 004, cleanup stage), then the job's."""
+        """Task directories in parallel first ("Manifest Committer Protocol", cleanup stage),
+        then the job's."""
         tasks = f"{self.job_dir}/tasks"
         attempts = sorted(
             {p[len(tasks) + 1 :].split("/")[0] for p, _ in self.store.list_files(tasks)}

@@ -2,19 +2,18 @@
 
 They write task output into a job directory under ``<dest>/_temporary/`` and make it visible by
 renaming files, which is atomic and cheap on ``file://``, HDFS-like stores, ABFS and GCS, and a
-copy plus a delete per file on S3 (seed 000, "The FileOutputCommitter"; seed 004).
+copy plus a delete per file on S3 ("S3A Committers: Architecture and Implementation", "The
+FileOutputCommitter"; "Manifest Committer Protocol").
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pyarrow as pa
 
@@ -25,6 +24,7 @@ from ..errors import (
     CommitError,
     S3CommitError,
 )
+from ..formats import CommittedFile
 from ..layout import SUCCESS_MARKER, is_hidden, temporary_dir
 from ..paths import S3Location
 from ..protocol import (
@@ -56,12 +56,14 @@ class StoreSink(OutputSink):
 
 class RenameCommitter(Committer):
     conflict_class: type[DirectoryConflict] = DirectoryConflict
+    #: opens the job's store: ``(location, settings, *, threads) -> RenameStore``; tests hand
+    #: in a store with faults here (``testing.faulty_store.faulty_rename_store``)
+    store_factory: Callable[..., RenameStore] = staticmethod(open_rename_store)
 
     def __init__(self, job: JobContext) -> None:
         super().__init__(job)
         self.location = job.location
-        threads = job.options.threads
-        self.store = open_rename_store(job.location, job.settings, pool_size=threads + 4)
+        self.store = self.store_factory(job.location, job.settings, threads=job.options.threads)
         self.conflict = self.conflict_class(job.conflict_mode)
 
     # -- paths ---------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class RenameCommitter(Committer):
 
     def finish(
         self,
-        entries: list[dict[str, Any]],
+        entries: list[CommittedFile],
         replaced: list[str],
         phases: dict[str, float],
         started: float,
@@ -220,7 +222,7 @@ class RenameCommitter(Committer):
         with self.stage(phases, "cleanup"):
             self.cleanup_job_dir()
         phases["job_commit"] = time.monotonic() - started
-        partitions = sorted({partition_of(self.relative(e["key"])) for e in entries})
+        partitions = sorted({partition_of(self.relative(e.key)) for e in entries})
         requests = Counter(self.store.counters.snapshot())
         for counts in task_requests:
             requests.update(counts)
@@ -239,7 +241,7 @@ class RenameCommitter(Committer):
             task_durations,
         )
         if self.job.options.mark_successful_jobs:
-            body = json.dumps(success, indent=2).encode() if json_success else b""
+            body = success.to_json().encode() if json_success else b""
             self.store.write_bytes(self.path(SUCCESS_MARKER), body)
         return JobOutcome(entries, success, phases, requests)
 
@@ -257,16 +259,10 @@ class RenameCommitter(Committer):
                 **self.error_fields(MIXED_VISIBLE),
             ) from exc
 
-    def entry(self, path: str, rows: int, size: int, partition: dict, task: str) -> dict:
-        return {
-            "path": self.location.url(path),
-            "key": path,
-            "size": size,
-            "rows": rows,
-            "partition": partition,
-            "etag": self.store.etag(path) or "",
-            "task": task,
-        }
+    def entry(self, path: str, rows: int, size: int, partition: dict, task: str) -> CommittedFile:
+        """The committed file at store path ``path``, with its ETag where the store has one."""
+        etag = self.store.etag(path) or ""
+        return CommittedFile(self.location.url(path), path, size, rows, partition, etag, task)
 
     def cleanup_job_dir(self) -> None:
         self.store.delete(self.job_dir)

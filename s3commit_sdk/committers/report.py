@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
-from ..formats import success_document
+from ..formats import SUCCESS_FILENAMES_CAP, CommittedFile, SuccessDocument, iostatistics
 from ..protocol import JobContext
 
 
 def build_success(
     job: JobContext,
     committer: str,
-    files: list[dict[str, Any]],
+    files: list[CommittedFile],
     partitions: list[str],
     replaced: int,
     phases: dict[str, float],
@@ -20,25 +23,32 @@ def build_success(
     task_durations: dict[str, float] | None = None,
     retries: dict[str, int] | None = None,
     completion_checks: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    """``files`` entries carry key, size, rows, partition, etag and task."""
-    total_bytes = sum(f["size"] for f in files)
+    table_fields: Mapping[str, Any] | None = None,
+) -> SuccessDocument:
+    """``uploaded``: the files' bytes went up in this job (the S3 committers), not renamed.
+    ``table_fields``: what a table format adds to the document (Delta's version)."""
+    total_bytes = sum(f.size for f in files)
+    uploaded_bytes = total_bytes if uploaded else 0
     metrics = {
         "committer_commits_completed": len(files),
         "committer_bytes_committed": total_bytes,
-        "committer_bytes_uploaded": total_bytes if uploaded else 0,
+        "committer_bytes_uploaded": uploaded_bytes,
         "committer_jobs_completed": 1,
-        "committer_tasks_completed": len({f["task"] for f in files}),
+        "committer_tasks_completed": len({f.task for f in files}),
         "objects_deleted": replaced,
         **{f"requests.{op}": n for op, n in requests.items()},
     }
     url = job.location.url()
-    return success_document(
+    now = datetime.now(timezone.utc)
+    return SuccessDocument(
+        timestamp=int(now.timestamp() * 1000),
+        date=now.strftime("%a %b %d %H:%M:%S UTC %Y"),  # Hadoop's Date.toString in UTC
+        hostname=socket.gethostname(),
         committer=committer,
+        description=f"s3commit_sdk {committer} committer",
         job_id=job.job_id,
         job_id_source=job.job_id_source,
-        description=f"s3commit_sdk {committer} committer",
-        filenames=["/" + f["key"].lstrip("/") for f in files],
+        filenames=["/" + f.key.lstrip("/") for f in files[:SUCCESS_FILENAMES_CAP]],
         metrics=metrics,
         diagnostics={
             "destination": url,
@@ -46,21 +56,21 @@ def build_success(
             "format": job.format,
             **{k: str(v) for k, v in job.options.public().items()},
         },
-        extra={
-            "destination": url,
-            "conflictMode": job.conflict_mode,
-            "format": job.format,
-            "partitionBy": list(job.partition_by),
-            "files": [{k: v for k, v in f.items() if k != "path"} for f in files],
-            "partitions": [p for p in partitions if p],
-            "replacedObjects": replaced,
-            "rows": sum(f["rows"] for f in files),
-            "bytes": total_bytes,
-            "bytesUploaded": total_bytes if uploaded else 0,
-            "durations": {k: round(v, 6) for k, v in phases.items()},
-            "taskDurations": dict(sorted((task_durations or {}).items())),
-            "requests": requests,
-            "retries": dict(retries or {}),
-            "completionChecks": dict(completion_checks or {}),
-        },
+        iostatistics=iostatistics(metrics),
+        destination=url,
+        conflict_mode=job.conflict_mode,
+        format=job.format,
+        partition_by=list(job.partition_by),
+        files=list(files),
+        partitions=[p for p in partitions if p],
+        replaced_objects=replaced,
+        rows=sum(f.rows for f in files),
+        bytes=total_bytes,
+        bytes_uploaded=uploaded_bytes,
+        durations={k: round(v, 6) for k, v in phases.items()},
+        task_durations=dict(sorted((task_durations or {}).items())),
+        requests=dict(requests),
+        retries=dict(retries or {}),
+        completion_checks=dict(completion_checks or {}),
+        table=dict(table_fields or {}),
     )

@@ -1,8 +1,8 @@
-"""The staging committers: "directory" and "partitioned" (seed 002, Netflix's s3committer).
+"""The staging committers: "directory" and "partitioned" (Netflix's "s3committer README").
 
-Seed 000 ("The Netflix Staging committer"): tasks write to a local directory; task commit
-uploads each file as a multipart upload that it does not complete and returns the list of
-pending uploads (the pendingset); job commit completes them.
+"S3A Committers: Architecture and Implementation" ("The Netflix Staging committer"): tasks write
+to a local directory; task commit uploads each file as a multipart upload that it does not
+complete and returns the list of pending uploads (the pendingset); job commit completes them.
 """
 
 from __future__ import annotations
@@ -145,15 +145,12 @@ class DirectoryStagingCommitter(S3Committer):
 
         return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 
-    def cleanup(self, received: list[PendingSet], committed: set[str]) -> None:
-        """Also drop what attempts killed mid-write left in this host's buffer directory, even
-        when the S3 cleanup fails."""
-        try:
-            super().cleanup(received, committed)
-        finally:
-            pattern = os.path.join(glob.escape(self.job.options.buffer_dir), f"{self.job.job_id}_*")
-            for attempt_dir in glob.glob(pattern):
-                shutil.rmtree(attempt_dir, ignore_errors=True)
+    def drop_local_buffers(self) -> None:
+        """What attempts killed mid-write left in this host's buffer directory; job end runs it
+        even when the S3 cleanup fails."""
+        pattern = os.path.join(glob.escape(self.job.options.buffer_dir), f"{self.job.job_id}_*")
+        for attempt_dir in glob.glob(pattern):
+            shutil.rmtree(attempt_dir, ignore_errors=True)
 
     def abort_task(self, task: TaskAttemptContext) -> None:
         """Delete the local data and abort every upload this attempt initiated."""

@@ -18,7 +18,7 @@ from ..options import parse_duration
 from ..progress import ProgressTracker
 from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
-from .spark import RESULT_SCHEMA, spark_schema_to_arrow
+from .spark import RESULT_SCHEMA, execute_spark_task, spark_schema_to_arrow
 
 #: Session methods without which a Connect write cannot keep its guarantees.
 _REQUIRED = ("addTag", "removeTag", "interruptTag")
@@ -58,10 +58,7 @@ def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[Tas
     tag = f"s3commit-{job.job_id}"
 
     def task(batches):
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        commit = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
+        commit = execute_spark_task(job, batches, schema)
         yield pa.RecordBatch.from_pydict({"message": [commit.encode()]})
 
     stages = _StageProgress(tracker)

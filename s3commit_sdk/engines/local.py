@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
+from ..attempt_handle import AttemptHandle
 from ..errors import InvalidArgumentError
-from ..progress import ProgressTracker, reporting_to
+from ..progress import ProgressTracker
 from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from ..sparktypes import canonical_schema, conform
@@ -64,19 +65,17 @@ def run_local_tasks(
     """Slice the table into tasks, run them on a pool, retry each up to its attempt limit.
 
     Each task reports what it has written after every batch, so one large task moves the bar.
-    On Ctrl-C the running tasks stop at their next batch (and abort their uploads) instead of
-    writing to the end.
+    On Ctrl-C, or once a task's failure ends the job, the engine cancels the running tasks: they
+    stop before their next batch (and abort their uploads) instead of writing to the end.
     """
-    cancelled = threading.Event()
+    cancelled = threading.Event()  # every attempt's cancel flag
 
     def attempt(partition: int, number: int, batches, schema: pa.Schema) -> TaskCommit:
         def report(rows: int, written: int) -> None:
-            if cancelled.is_set():
-                raise TaskCancelled(f"task {partition} stopped: the job was interrupted")
             tracker.task_running(partition, rows, written)
 
-        with reporting_to(report):
-            message = execute_task(job, partition, number, batches, schema)
+        handle = AttemptHandle(report, cancelled)
+        message = execute_task(job, partition, number, batches, schema, handle=handle)
         tracker.task_done(partition, message.summary.files, message.summary.bytes)
         return message
 
@@ -106,7 +105,3 @@ def run_local_tasks(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-class TaskCancelled(Exception):
-    """Raised inside a task whose job was interrupted: the attempt aborts its output."""

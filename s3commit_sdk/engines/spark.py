@@ -10,16 +10,17 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError
-from ..progress import ProgressTracker, reporting_to
+from ..attempt_handle import AttemptHandle
+from ..errors import InvalidArgumentError, crossing_spark
+from ..progress import ProgressTracker
 from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from ..sparktypes import canonical_schema
-from .task_reports import ReportInbox, TaskReporter
+from .task_reports import ReportInbox, ReportSender, TaskReportAddress
 
 RESULT_SCHEMA = "message string"
 _WRITABLE_SPARK_TYPE_NAMES = (
@@ -98,6 +99,32 @@ def spark_conf(df) -> dict[str, str]:
     return found
 
 
+def execute_spark_task(
+    job: JobContext,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    reports: TaskReportAddress | None = None,
+) -> TaskCommit:
+    """The attempt of the Spark task this runs in (classic, Connect, the data source's writer).
+
+    Its ids come from Spark's ``TaskContext``, its progress goes to the driver's ``reports``
+    inbox when there is one, and a typed error leaves it in its envelope
+    (:func:`~s3commit_sdk.errors.crossing_spark`), so the driver gets its class and fields back.
+    """
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    partition, attempt = ctx.partitionId(), ctx.attemptNumber()
+    sender = ReportSender(reports, partition, attempt)
+    try:
+        with crossing_spark():
+            return execute_task(
+                job, partition, attempt, batches, schema, handle=AttemptHandle(sender)
+            )
+    finally:
+        sender.close()
+
+
 def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskCommit]:
     """One Spark task per partition of ``df``; one commit message per task.
 
@@ -120,16 +147,9 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskC
     address = inbox.address if inbox else None
 
     def run_task(batches) -> str:
-        ctx = TaskContext.get()
-        reporter = TaskReporter(address, ctx.partitionId(), ctx.attemptNumber())
-        try:
-            with reporting_to(reporter):
-                commit = execute_task(job, ctx.partitionId(), ctx.attemptNumber(), batches, schema)
-        finally:
-            reporter.close()
-        finished.add(
-            {ctx.partitionId(): (commit.summary.files, commit.summary.bytes, reporter.rows)}
-        )
+        commit = execute_spark_task(job, batches, schema, address)
+        done = commit.summary
+        finished.add({TaskContext.get().partitionId(): (done.files, done.bytes, done.rows)})
         return commit.encode()
 
     def task(batches):

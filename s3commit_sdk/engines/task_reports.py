@@ -83,21 +83,17 @@ class TaskReportAddress:
     port: int
     token: str
 
-    def reporter(self, partition: int, attempt: int) -> TaskReporter:
-        return TaskReporter(self, partition, attempt)
 
-
-class TaskReporter:
-    """One task attempt's side: remembers its totals, sends them at most every interval."""
+class ReportSender:
+    """One task attempt's side: its :class:`~s3commit_sdk.attempt_handle.AttemptHandle`'s
+    reports, sent at most every interval (the latest totals; the others are dropped)."""
 
     def __init__(self, address: TaskReportAddress | None, partition: int, attempt: int) -> None:
         self.address, self.partition, self.attempt = address, partition, attempt
-        self.rows = self.written = 0
         self._sent = 0.0
         self._socket: socket.socket | None = None
 
     def __call__(self, rows: int, written: int) -> None:
-        self.rows, self.written = rows, written
         now = time.monotonic()
         if self.address is None or now - self._sent < REPORT_INTERVAL_S:
             return

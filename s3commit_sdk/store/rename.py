@@ -1,9 +1,10 @@
 """Stores with file rename, for the manifest and classic committers.
 
-One narrow interface (seed 004 keeps its store operations this small): the local filesystem,
-any fsspec filesystem that renames (``memory://`` in tests; gcsfs or adlfs for users who
-install them), and S3, where "rename" is a server-side copy plus a delete as in Hadoop's S3A
-client. ``FaultyStore`` wraps any of them to fail or slow chosen calls in tests.
+One narrow interface (the "Manifest Committer Protocol" keeps its store operations this
+small): the local filesystem, any fsspec filesystem that renames (``memory://`` in tests;
+gcsfs or adlfs for users who install them), and S3, where "rename" is a server-side copy plus
+a delete as in Hadoop's S3A client. ``testing.faulty_store.FaultyStore`` wraps any of them to
+fail or slow chosen calls in tests.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from typing import BinaryIO
 
+from .opener import open_store
 from .s3 import RequestCounters, S3Settings, S3Store
 
 
@@ -211,8 +213,8 @@ class _UploadOnClose:
 class S3RenameStore(RenameStore):
     """S3 seen as a filesystem, as Hadoop's S3A presents it: rename = COPY + DELETE per file."""
 
-    def __init__(self, settings: S3Settings, bucket: str, pool_size: int = 10) -> None:
-        self.s3 = S3Store(settings, pool_size)
+    def __init__(self, s3: S3Store, bucket: str) -> None:
+        self.s3 = s3
         self.bucket = bucket
         self.counters = self.s3.counters
 
@@ -250,10 +252,11 @@ class S3RenameStore(RenameStore):
         return info.etag if info else None
 
 
-def open_rename_store(location, settings: S3Settings, pool_size: int = 10) -> RenameStore:
-    """The store for a destination; the rename committers open theirs through this."""
+def open_rename_store(location, settings: S3Settings, *, threads: int | None = None) -> RenameStore:
+    """The store for a destination, used by ``threads`` threads at once (sizes an S3 pool);
+    the rename committers open theirs through this (``RenameCommitter.store_factory``)."""
     from ..paths import FsLocation
 
     if isinstance(location, FsLocation):
         return LocalStore() if location.scheme == "file" else FsspecStore(location.scheme)
-    return S3RenameStore(settings, location.bucket, pool_size)
+    return S3RenameStore(open_store(settings, threads=threads), location.bucket)

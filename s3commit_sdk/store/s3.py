@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +29,8 @@ from ..credentials import AccessKeys, CredentialsProvider, provider_session, wit
 from ..errors import StoreError
 
 BATCH_DELETE_LIMIT = 1000
+#: up to this many keys a delete is confirmed by one HEAD per key, beyond by listing their range
+CONFIRM_BY_HEAD_LIMIT = 16
 _THROTTLE_CODES = {
     "SlowDown",
     "Throttling",
@@ -140,6 +142,15 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class PartInfo:
+    """One uploaded part of a pending multipart upload."""
+
+    number: int
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True)
 class PendingUploadInfo:
     key: str
     upload_id: str
@@ -244,7 +255,7 @@ class S3Store:
     def _count(self, event_name: str, **_: object) -> None:
         self.counters.add(event_name.rsplit(".", 1)[-1])
 
-    # -- errors and retries --------------------------------------------------------------------
+    # -- errors, retries and pages -------------------------------------------------------------
     def _call(self, what: str, bucket: str, fn, tolerate: tuple[str, ...] = (), **kwargs):
         """One request, retried by the policy; codes in ``tolerate`` answer None.
 
@@ -293,6 +304,47 @@ class S3Store:
             if start is not None:
                 body.seek(start)
 
+    def _pages(
+        self,
+        what: str,
+        bucket: str,
+        fn,
+        markers: tuple[tuple[str, str], ...],
+        tolerate: tuple[str, ...] = (),
+        **kwargs,
+    ) -> Iterator[dict | None]:
+        """The pages of a paged listing. ``markers`` pairs each "next" field of an answer with
+        the request parameter that continues from it, the first being the one that must move;
+        a code in ``tolerate`` ends the pages with None.
+
+        A truncated page whose markers are missing or repeat the ones just sent would make the
+        loop ask for the same page forever: that raises ``StoreError`` (code ``ListingStuck``).
+        """
+        sent: dict[str, Any] = {}
+        while True:
+            page = self._call(what, bucket, fn, tolerate, **kwargs, **sent)
+            yield page
+            if page is None or not page.get("IsTruncated"):
+                return
+            following = {
+                param: page[field] for field, param in markers if page.get(field) not in (None, "")
+            }
+            if not following.get(markers[0][1]) or following == sent:
+                shown = ", ".join(f"{k}={v!r}" for k, v in following.items())
+                reason = (
+                    f"continues at the marker just sent ({shown})"
+                    if following.get(markers[0][1])
+                    else "gives no marker to continue from"
+                )
+                raise StoreError(
+                    f"{what} in bucket {bucket!r} stopped: the server answered a truncated page "
+                    f"that {reason}, so asking again would never end (endpoint "
+                    f"{self.settings.endpoint_url or 'AWS default'}). The server, or a proxy in "
+                    "front of it, pages listings wrongly.",
+                    code="ListingStuck",
+                )
+            sent = following
+
     # -- buckets and objects ------------------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
         """Fail early, naming the bucket and the cause, before any upload starts."""
@@ -310,20 +362,31 @@ class S3Store:
 
     def list_objects(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (after ``start_after``), 1000 keys per request."""
-        token = None
-        while True:
-            kwargs = {"Prefix": prefix, **({"StartAfter": start_after} if start_after else {})}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._call(f"listing {prefix!r}", bucket, self.client.list_objects_v2, **kwargs)
+        pages = self._pages(
+            f"listing {prefix!r}",
+            bucket,
+            self.client.list_objects_v2,
+            (("NextContinuationToken", "ContinuationToken"),),
+            Prefix=prefix,
+            **({"StartAfter": start_after} if start_after else {}),
+        )
+        for page in pages:
             for item in page.get("Contents", []):
                 yield ObjectInfo(item["Key"], item["Size"], item["ETag"])
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                return
 
     def get(self, bucket: str, key: str) -> bytes:
         reply = self._call(f"GET {key!r}", bucket, self.client.get_object, Key=key)
+        return reply["Body"].read()
+
+    def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` up to (not including) ``end`` of an object: one ranged GET."""
+        reply = self._call(
+            f"GET {key!r} bytes {start}-{end - 1}",
+            bucket,
+            self.client.get_object,
+            Key=key,
+            Range=f"bytes={start}-{end - 1}",
+        )
         return reply["Body"].read()
 
     def put(self, bucket: str, key: str, body: bytes, content_type: str | None = None) -> str:
@@ -334,7 +397,7 @@ class S3Store:
         return reply["ETag"]
 
     def copy(self, bucket: str, source: str, target: str) -> str:
-        """Server-side copy: what a "rename" costs on S3 (seed 003, "Results")."""
+        """Server-side copy: what a "rename" costs on S3 ("A Zero-Rename Committer", Results)."""
         reply = self._call(
             f"copying {source!r} to {target!r}",
             bucket,
@@ -376,6 +439,46 @@ class S3Store:
                 )
             deleted += len(chunk)
         return deleted
+
+    def delete_confirmed(self, bucket: str, keys: Iterable[str]) -> list[str]:
+        """Delete ``keys`` and check it: the keys that existed before and are gone now.
+
+        DeleteObjects answers "Deleted" for every key it was given, also for keys that never
+        existed or that the server stores under another name, so its answer proves nothing.
+        The keys are looked up before and after the delete (a HEAD each for up to
+        ``CONFIRM_BY_HEAD_LIMIT`` keys, else one listing of the range they span); a key still
+        there afterwards raises ``StoreError`` (code ``DeleteNotConfirmed``) naming it.
+        """
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return []
+        before = self._present(bucket, wanted)
+        self.delete_keys(bucket, wanted)
+        after = self._present(bucket, wanted)
+        left = [k for k in wanted if k in after]
+        if left:
+            raise StoreError(
+                f"deleting {len(wanted)} objects in bucket {bucket!r} left {len(left)} in place "
+                f"although the server answered that it deleted them: {left[:5]!r}"
+                + (" and more" if len(left) > 5 else ""),
+                code="DeleteNotConfirmed",
+            )
+        return [k for k in wanted if k in before]
+
+    def _present(self, bucket: str, keys: list[str]) -> set[str]:
+        """Which of ``keys`` exist now."""
+        if len(keys) <= CONFIRM_BY_HEAD_LIMIT:
+            return {k for k in keys if self.head(bucket, k) is not None}
+        first, last = min(keys), max(keys)
+        wanted, found = set(keys), set()
+        prefix = os.path.commonprefix([first, last])  # noqa: RUF071 - keys, by character
+        # a proper prefix of the first key sorts before it: the listing starts just below it
+        for info in self.list_objects(bucket, prefix, first[:-1]):
+            if info.key > last:
+                break
+            if info.key in wanted:
+                found.add(info.key)
+        return found
 
     # -- multipart uploads --------------------------------------------------------------------
     def initiate(self, bucket: str, key: str) -> str:
@@ -430,41 +533,50 @@ class S3Store:
         """
         if prefix and not prefix.endswith("/"):
             raise ValueError(f"pending uploads are listed by directory; {prefix!r} needs a '/'")
-        found: list[PendingUploadInfo] = []
-        markers: dict[str, str] = {}
-        while True:
-            page = self._call(
-                f"listing pending uploads under {prefix!r}",
-                bucket,
-                self.client.list_multipart_uploads,
-                Prefix=prefix,
-                **markers,
-            )
-            for item in page.get("Uploads", []):
-                found.append(
-                    PendingUploadInfo(item["Key"], item["UploadId"], item.get("Initiated"))
-                )
-            if not page.get("IsTruncated"):
-                return found
-            markers = {
-                "KeyMarker": page.get("NextKeyMarker", ""),
-                "UploadIdMarker": page.get("NextUploadIdMarker", ""),
-            }
+        pages = self._pages(
+            f"listing pending uploads under {prefix!r}",
+            bucket,
+            self.client.list_multipart_uploads,
+            (("NextKeyMarker", "KeyMarker"), ("NextUploadIdMarker", "UploadIdMarker")),
+            Prefix=prefix,
+        )
+        return [
+            PendingUploadInfo(item["Key"], item["UploadId"], item.get("Initiated"))
+            for page in pages
+            for item in page.get("Uploads", [])
+        ]
+
+    def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo] | None:
+        """The parts uploaded so far to a pending upload; None if the upload no longer exists."""
+        found: list[PartInfo] = []
+        pages = self._pages(
+            f"listing the parts of {key!r}",
+            bucket,
+            self.client.list_parts,
+            (("NextPartNumberMarker", "PartNumberMarker"),),
+            ("NoSuchUpload", "NoSuchKey", "404"),  # NoSuchKey: Ceph RGW
+            Key=key,
+            UploadId=upload_id,
+        )
+        for page in pages:
+            if page is None:
+                return None
+            found += [
+                PartInfo(int(p["PartNumber"]), int(p.get("Size", 0)), p.get("ETag", ""))
+                for p in page.get("Parts", [])
+            ]
+        return found
 
     # -- bucket lifecycle ---------------------------------------------------------------------
     def get_lifecycle_rules(self, bucket: str) -> list[dict]:
         """The bucket's lifecycle rules as S3 returns them; [] when it has none."""
-        try:
-            reply = self.client.get_bucket_lifecycle_configuration(Bucket=bucket)
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "NoSuchLifecycleConfiguration":
-                return []
-            raise _store_error("reading the lifecycle rules", bucket, exc) from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise StoreError(
-                f"reading the lifecycle rules of bucket {bucket!r} failed: {exc}"
-            ) from exc
-        return list(reply.get("Rules", []))
+        reply = self._call(
+            "reading the lifecycle rules",
+            bucket,
+            self.client.get_bucket_lifecycle_configuration,
+            tolerate=("NoSuchLifecycleConfiguration",),
+        )
+        return [] if reply is None else list(reply.get("Rules", []))
 
     def put_lifecycle_rules(self, bucket: str, rules: list[dict]) -> None:
         """Replace the bucket's whole lifecycle configuration (S3 has no per-rule update)."""

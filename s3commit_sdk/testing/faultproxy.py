@@ -3,7 +3,9 @@
 The proxy listens on 127.0.0.1, forwards every request to the real endpoint (the moto server)
 and, where a rule says so, answers ``503 SlowDown`` or ``500 InternalError`` instead, resets the
 connection, delays the request or caps its bandwidth; or it tampers with what passes: a wrong
-ETag in the answer, or a 412 turned into success (a store that ignores conditional requests).
+ETag in the answer, a 412 turned into success (a store that ignores conditional requests), a
+delete acknowledged but never made, or a listing page that says it is truncated but never
+advances.
 Faults travel over real sockets, so the
 code under test sees them exactly as it would see them from S3: botocore retries them, or they
 surface as errors.
@@ -47,8 +49,27 @@ DELAY = "delay"
 BANDWIDTH = "bandwidth"
 WRONG_ETAG = "wrong-etag"
 IGNORE_CONDITIONS = "ignore-conditions"
-ACTIONS = (SLOW_DOWN, INTERNAL_ERROR, RESET, DELAY, BANDWIDTH, WRONG_ETAG, IGNORE_CONDITIONS)
-TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS)
+STUCK_LISTING = "stuck-listing"
+IGNORE_DELETES = "ignore-deletes"
+ACTIONS = (
+    SLOW_DOWN,
+    INTERNAL_ERROR,
+    RESET,
+    DELAY,
+    BANDWIDTH,
+    WRONG_ETAG,
+    IGNORE_CONDITIONS,
+    STUCK_LISTING,
+    IGNORE_DELETES,
+)
+TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS, STUCK_LISTING)
+#: the elements of a listing's answer that say where the next page starts, by operation
+NEXT_MARKERS = {
+    "ListObjectsV2": ("NextContinuationToken",),
+    "ListObjects": ("NextMarker",),
+    "ListMultipartUploads": ("NextKeyMarker", "NextUploadIdMarker"),
+    "ListParts": ("NextPartNumberMarker",),
+}
 #: What a wrong-etag rule puts into an answer: a well-formed multipart ETag of nothing we wrote.
 BOGUS_ETAG = '"00000000000000000000000000000000-1"'
 COPIES = ("CopyObject", "UploadPartCopy")
@@ -87,6 +108,7 @@ class Fault:
     after: bool = False
     delay_ms: float = 0.0
     bytes_per_s: int = 0
+    marker: str = ""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -154,6 +176,31 @@ def ignore_conditions(
     return _fault(IGNORE_CONDITIONS, operation, occurrences, probability=probability)
 
 
+def ignore_deletes(
+    operation: str = "DeleteObjects",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Answer a delete (``DeleteObjects``: every key "Deleted"; ``DeleteObject``: 204) without
+    forwarding it: a store that acknowledges deletes it did not make, as one does that stored
+    the key under another name."""
+    return _fault(IGNORE_DELETES, operation, occurrences, probability=probability)
+
+
+def stuck_listing(
+    operation: str = "ListObjectsV2",
+    *,
+    marker: str = "s3commit-stuck",
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Forward a listing, then answer that it is truncated and goes on at ``marker``, the same
+    every time (``""``: with no marker at all): a store whose paging never advances. The
+    markers are those of :data:`NEXT_MARKERS` (a number for ``ListParts``)."""
+    return _fault(STUCK_LISTING, operation, occurrences, probability=probability, marker=marker)
+
+
 def delay(
     ms: float,
     operation: str = "*",
@@ -179,7 +226,7 @@ def bandwidth(
     """Move the request and response bodies at no more than ``bytes_per_s``.
 
     Server-side copies are paced too: a copy's reply waits until its bytes would have moved
-    (seed 003 "Results" measured S3 copying at about 10 MB/s).
+    ("A Zero-Rename Committer", "Results", measured S3 copying at about 10 MB/s).
     """
     return _fault(
         BANDWIDTH,
@@ -205,6 +252,7 @@ class _Plan:
     rate: int = 0
     failure: Fault | None = None
     tampers: set[str] = field(default_factory=set)
+    stuck_marker: str = ""
 
 
 # -- which S3 operation is this request? -------------------------------------------------------
@@ -372,6 +420,8 @@ class FaultProxy:
                     plan.rate = min(plan.rate or rule.bytes_per_s, rule.bytes_per_s)
                 elif rule.action in TAMPERS:
                     plan.tampers.add(rule.action)
+                    if rule.action == STUCK_LISTING:
+                        plan.stuck_marker = rule.marker
                 elif plan.failure is None:
                     plan.failure = rule
                 else:
@@ -510,6 +560,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
         failure = plan.failure
+        if failure is not None and failure.action == IGNORE_DELETES:
+            self._acknowledge_delete(body)
+            return
         if failure is not None and not failure.after:
             self._fail(failure)
             return
@@ -526,6 +579,8 @@ class _Handler(BaseHTTPRequestHandler):
             headers = [("ETag", BOGUS_ETAG), ("Content-Length", "0")]
         if WRONG_ETAG in plan.tampers and status == 200:
             headers, payload = _with_bogus_etag(headers, payload)
+        if STUCK_LISTING in plan.tampers and status == 200 and operation in NEXT_MARKERS:
+            payload = _stuck_page(payload, NEXT_MARKERS[operation], plan.stuck_marker)
         if operation in COPIES and status == 200:
             copied = self._copy_size()
             proxy._count_copy(copied)
@@ -636,6 +691,28 @@ class _Handler(BaseHTTPRequestHandler):
         status, code, message = _ERRORS[fault.action]
         self._error_reply(status, code, message)
 
+    def _acknowledge_delete(self, body: bytes) -> None:
+        if self.command != "POST":  # DeleteObject
+            self.send_response_only(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        deleted = b"".join(
+            b"<Deleted>" + key + b"</Deleted>"
+            for key in re.findall(rb"<Key>.*?</Key>", body, flags=re.S)
+        )
+        reply = (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n'
+            b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            + deleted
+            + b"</DeleteResult>"
+        )
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
     def _error_reply(self, status: int, code: str, message: str) -> None:
         request_id = uuid.uuid4().hex[:16].upper()
         body = (
@@ -661,3 +738,15 @@ def _with_bogus_etag(
     return headers, re.sub(
         rb"<ETag>.*?</ETag>", b"<ETag>" + bogus + b"</ETag>", payload, flags=re.S
     )
+
+
+def _stuck_page(payload: bytes, markers: tuple[str, ...], marker: str) -> bytes:
+    """A listing's answer made truncated, every next marker set to ``marker`` (or removed)."""
+    for name in ("IsTruncated", *markers):
+        tag = name.encode()
+        payload = re.sub(rb"<%s\s*/>|<%s>.*?</%s>" % (tag, tag, tag), b"", payload, flags=re.S)
+    added = "<IsTruncated>true</IsTruncated>" + "".join(
+        f"<{name}>{escape(marker)}</{name}>" for name in markers if marker
+    )
+    # into the root element: the first tag that is no XML declaration
+    return re.sub(rb"(<[^?!][^>]*>)", lambda m: m[1] + added.encode(), payload, count=1)

@@ -2,7 +2,8 @@
 
 Not a stable API (see :mod:`s3commit_sdk.testing`). ``with faulty_rename_store(plan):`` makes
 every rename store the manifest and classic committers open meanwhile a :class:`FaultyStore`
-following ``plan``: production code reads no fault table, the test hands the plan in.
+following ``plan``, through their ``store_factory``: production code reads no fault table, the
+test hands the plan in.
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import BinaryIO
-from unittest import mock
 
-from ..committers import rename_base
+from ..committers.rename_base import RenameCommitter
 from ..errors import StoreError
-from ..store.rename import RenameStore, open_rename_store
+from ..store.rename import RenameStore
 
 
 @dataclass
 class FaultPlan:
     """Which calls of a wrapped store fail or slow down (tests only)."""
 
-    fail_rename_at: set[int] = field(default_factory=set)  # 1-based rename calls that fail
+    #: 1-based rename calls that fail (``rename`` and ``rename_dir`` count alike)
+    fail_rename_at: set[int] = field(default_factory=set)
     fail_read_containing: str | None = None  # read_bytes of matching paths fails
     delay_s: float = 0.0  # added to every call
     renames: int = 0
@@ -32,7 +33,11 @@ class FaultPlan:
 
 
 class FaultyStore(RenameStore):
-    """Wraps a store; the plan decides which calls raise ``StoreError`` or are slowed."""
+    """Wraps a store; the plan decides which calls raise ``StoreError`` or are slowed.
+
+    Every operation of :class:`RenameStore` is forwarded to the wrapped store's own (none falls
+    back to the interface's default, which would bypass what the wrapped store does better).
+    """
 
     def __init__(self, inner: RenameStore, plan: FaultPlan) -> None:
         self.inner, self.plan = inner, plan
@@ -57,14 +62,21 @@ class FaultyStore(RenameStore):
         self._slow()
         self.inner.write_bytes(path, data)
 
-    def rename(self, source: str, target: str) -> None:
+    def _count_rename(self, source: str, target: str) -> None:
         self._slow()
         with self.plan.lock:
             self.plan.renames += 1
             number = self.plan.renames
         if number in self.plan.fail_rename_at:
             raise StoreError(f"injected failure of rename #{number}: {source!r} -> {target!r}")
+
+    def rename(self, source: str, target: str) -> None:
+        self._count_rename(source, target)
         self.inner.rename(source, target)
+
+    def rename_dir(self, source: str, target: str) -> None:
+        self._count_rename(source, target)
+        self.inner.rename_dir(source, target)
 
     def mkdirs(self, path: str) -> None:
         self._slow()
@@ -78,11 +90,18 @@ class FaultyStore(RenameStore):
         self._slow()
         return self.inner.list_files(path)
 
+    def exists(self, path: str) -> bool:
+        self._slow()
+        return self.inner.exists(path)
+
     def _is_file(self, path: str) -> bool:
         return self.inner._is_file(path)
 
     def etag(self, path: str) -> str | None:
         return self.inner.etag(path)
+
+    def count(self, operation: str) -> None:
+        self.inner.count(operation)
 
 
 @contextmanager
@@ -92,9 +111,13 @@ def faulty_rename_store(plan: FaultPlan) -> Iterator[FaultPlan]:
     The plan is shared by the driver's and the in-process tasks' stores, so rename numbers
     count across the whole job.
     """
+    real = RenameCommitter.store_factory
 
     def opener(*args, **kwargs) -> RenameStore:
-        return FaultyStore(open_rename_store(*args, **kwargs), plan)
+        return FaultyStore(real(*args, **kwargs), plan)
 
-    with mock.patch.object(rename_base, "open_rename_store", opener):
+    RenameCommitter.store_factory = staticmethod(opener)
+    try:
         yield plan
+    finally:
+        RenameCommitter.store_factory = staticmethod(real)

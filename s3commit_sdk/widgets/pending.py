@@ -68,7 +68,7 @@ class PendingUploads(WidgetWrapper):
         self.now = now
         self.list_parts = list_parts
         self.max_rows = max_rows
-        self._store = up._store(options)
+        self._store = up.open_uploads_store(options)
         self.uploads: list[UploadRow] = []
         self._selected: set[str] = set()  # upload ids
         self._syncing = False
@@ -155,7 +155,8 @@ class PendingUploads(WidgetWrapper):
         found = up.find_uploads(self.path, store=self._store)
         sizes: list[tuple[int, int] | None] = [None] * len(found)
         if self.list_parts and found:
-            with ThreadPoolExecutor(min(16, len(found)), "s3commit-parts") as pool:
+            workers = min(up.PARALLEL_REQUESTS, len(found))
+            with ThreadPoolExecutor(workers, "s3commit-parts") as pool:
                 sizes = list(pool.map(self._parts, found))
         rows = [
             UploadRow(

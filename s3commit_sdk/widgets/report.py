@@ -1,9 +1,10 @@
 """``SuccessReport``: a committed job's ``_SUCCESS`` document as a summary, tables and charts.
 
 Accepts a destination path (the document is read with :func:`s3commit_sdk.uploads.read_success`,
-as ``s3commit success`` does), a :class:`~s3commit_sdk.WriteResult`, or an already parsed
-document. The classic committer's ``_SUCCESS`` is an empty file: the report says so plainly
-instead of showing empty tables. Charts are inline SVG, so nothing beyond ipywidgets is needed.
+as ``s3commit success`` does), a :class:`~s3commit_sdk.WriteResult`, or a document, parsed
+(:class:`~s3commit_sdk.formats.SuccessDocument`) or as its JSON object. The classic committer's
+``_SUCCESS`` is an empty file: the report says so plainly instead of showing empty tables.
+Charts are inline SVG, so nothing beyond ipywidgets is needed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import ipywidgets as widgets
 
 from .. import uploads as up
 from ..errors import S3CommitError, StoreError
-from ..formats import parse_success
+from ..formats import CommittedFile, SuccessDocument, parse_success
 from ..paths import S3_SCHEMES, SUCCESS_MARKER
 from ..progress import job_seconds
 from ._common import (
@@ -31,9 +32,21 @@ from ._common import (
 
 ROOT = "(no partition)"
 MAX_FILE_ROWS = 200
+CLASSIC = "classic (FileOutputCommitter)"
+#: the summary's facts that the classic committer's 0-byte ``_SUCCESS`` does not record
+UNRECORDED = (
+    "job",
+    "conflict_mode",
+    "format",
+    "rows",
+    "bytes",
+    "files",
+    "replaced_objects",
+    "delta_version",
+)
 
 
-def read_success_file(path: str, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def read_success_file(path: str, options: dict[str, Any] | None = None) -> SuccessDocument | None:
     """The ``_SUCCESS`` under ``path``: s3:// through the store (as ``s3commit success``), other
     URLs (``file://`` of the rename committers) through fsspec. None for the 0-byte marker."""
     scheme = path.split("://", 1)[0] if "://" in path else ""
@@ -64,14 +77,14 @@ class SuccessReport(WidgetWrapper):
         self.success_file = "not read"
         self.source, self.doc = self._load(path_or_result, options)
         self.classic = self.success_file == "empty"
-        doc = self.doc or {}
-        self.files: list[dict[str, Any]] = [dict(f) for f in doc.get("files", [])]
-        self.partitions = up.partition_totals(self.files, ROOT)
-        self.task_durations = self._task_durations(doc)
+        self.files: list[CommittedFile] = list(self.doc.files) if self.doc else []
+        self.partitions = up.partition_totals((f.to_dict() for f in self.files), ROOT)
+        #: seconds per task when the document records them (``taskDurations``), else None
+        self.task_durations = (dict(self.doc.task_durations) if self.doc else {}) or None
         self.task_bytes: dict[str, int] = {}
         for entry in self.files:
-            task = str(entry.get("task") or "?")
-            self.task_bytes[task] = self.task_bytes.get(task, 0) + int(entry.get("size", 0))
+            task = entry.task or "?"
+            self.task_bytes[task] = self.task_bytes.get(task, 0) + entry.size
         if self.doc is None:
             self.html = self._classic_html()
         else:
@@ -86,11 +99,13 @@ class SuccessReport(WidgetWrapper):
     # -- input ----------------------------------------------------------------------------------
     def _load(
         self, value: Any, options: dict[str, Any] | None
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[str, SuccessDocument | None]:
         if isinstance(value, str):
             doc = read_success_file(value, options)
             self.success_file = "empty" if doc is None else "json"
             return value, doc
+        if isinstance(value, SuccessDocument):
+            return value.destination, value
         if hasattr(value, "success") and hasattr(value, "destination"):  # a WriteResult
             try:
                 stored = read_success_file(value.destination, options)
@@ -98,45 +113,45 @@ class SuccessReport(WidgetWrapper):
             except S3CommitError:
                 self.success_file = "missing"
             return value.destination, value.success
-        if value is None or isinstance(value, Mapping):
-            doc = dict(value) if value is not None else None
-            if doc is None:
-                self.success_file = "empty"
-            return (doc or {}).get("destination", "?"), doc
+        if value is None:
+            self.success_file = "empty"
+            return "?", None
+        if isinstance(value, Mapping):
+            doc = SuccessDocument.from_dict(value)
+            return doc.destination, doc
         raise TypeError(
             "SuccessReport wants a destination path, a WriteResult or a parsed _SUCCESS "
             f"document, not {type(value).__name__}"
         )
 
-    @staticmethod
-    def _task_durations(doc: Mapping[str, Any]) -> dict[str, float] | None:
-        """Seconds per task when the document records them (``taskDurations``), else None."""
-        found = doc.get("taskDurations")
-        if isinstance(found, Mapping) and found:
-            try:
-                return {str(k): float(v) for k, v in found.items()}
-            except (TypeError, ValueError):
-                return None
-        return None
-
     @property
     def summary(self) -> dict[str, Any]:
-        doc = self.doc or {}
+        doc = self.doc
+        if doc is None:  # the classic marker: nothing recorded
+            return {
+                "destination": self.source,
+                "classic": self.classic,
+                "committer": CLASSIC,
+                **dict.fromkeys(UNRECORDED),
+                "partition_by": [],
+                "durations": {},
+                "requests": {},
+            }
         return {
             "destination": self.source,
             "classic": self.classic,
-            "committer": doc.get("committer") or "classic (FileOutputCommitter)",
-            "job": doc.get("jobId"),
-            "conflict_mode": doc.get("conflictMode"),
-            "format": doc.get("format"),
-            "partition_by": list(doc.get("partitionBy", [])),
-            "rows": doc.get("rows"),
-            "bytes": doc.get("bytes"),
-            "files": len(self.files) if self.doc is not None else None,
-            "replaced_objects": doc.get("replacedObjects"),
-            "delta_version": doc.get("deltaVersion"),
-            "durations": dict(doc.get("durations", {})),
-            "requests": dict(doc.get("requests", {})),
+            "committer": doc.committer,
+            "job": doc.job_id,
+            "conflict_mode": doc.conflict_mode,
+            "format": doc.format,
+            "partition_by": list(doc.partition_by),
+            "rows": doc.rows,
+            "bytes": doc.bytes,
+            "files": len(self.files),
+            "replaced_objects": doc.replaced_objects,
+            "delta_version": doc.table.get("deltaVersion"),
+            "durations": dict(doc.durations),
+            "requests": dict(doc.requests),
         }
 
     def text(self) -> str:
@@ -172,7 +187,7 @@ class SuccessReport(WidgetWrapper):
 
     def _report_html(self) -> str:
         s = self.summary
-        doc = self.doc or {}
+        doc = self.doc
         facts = [
             ("committer", s["committer"]),
             ("job", s["job"]),
@@ -180,15 +195,15 @@ class SuccessReport(WidgetWrapper):
             ("conflict mode", s["conflict_mode"]),
             ("format", s["format"]),
             ("partitioned by", ", ".join(s["partition_by"]) or "-"),
-            ("committed", doc.get("date")),
+            ("committed", doc.date),
             ("files", s["files"]),
             ("rows", s["rows"]),
             ("bytes", f"{format_bytes(s['bytes'])} ({s['bytes']} B)"),
             ("replaced objects", s["replaced_objects"]),
             ("duration", f"{format_seconds(job_seconds(s['durations']))} (setup + tasks + commit)"),
         ]
-        if "deltaVersion" in doc:
-            removed = doc.get("deltaRemovedFiles", 0)
+        if "deltaVersion" in doc.table:
+            removed = doc.table.get("deltaRemovedFiles", 0)
             facts.append(("Delta table version", f"{s['delta_version']} ({removed} files removed)"))
         durations = s["durations"]
         phase_chart = svg_bar_chart(
@@ -236,14 +251,14 @@ class SuccessReport(WidgetWrapper):
             ["key", "partition", "rows", "size", "task", "ETag"],
             [
                 (
-                    f.get("key"),
-                    up.partition_name(f.get("partition"), ROOT),
-                    f.get("rows"),
-                    format_bytes(f.get("size")),
-                    f.get("task"),
-                    str(f.get("etag", "")).strip('"'),
+                    f.key,
+                    up.partition_name(f.partition, ROOT),
+                    f.rows,
+                    format_bytes(f.size),
+                    f.task,
+                    f.etag.strip('"'),
                 )
-                for f in sorted(self.files, key=lambda f: str(f.get("key")))
+                for f in sorted(self.files, key=lambda f: f.key)
             ],
             numeric=(2, 3),
             max_rows=MAX_FILE_ROWS,

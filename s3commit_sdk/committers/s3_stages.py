@@ -1,0 +1,597 @@
+"""The stages of the S3 committers' job commit, over one :class:`~.commit_run.CommitRun`.
+
+"S3A Committers: Architecture and Implementation" ("The Netflix Staging committer", "Commit
+logic"): job commit completes the pending uploads of the committed task attempts in parallel,
+O(files / threads), and never renames. DESIGN section 4 adds exclusivity and recovery: the
+marker is taken and the journal written before the first completion; replace completes first
+and deletes last. The order, and what a failure at each point leaves:
+
+==================  =====================  ==============================================
+stage               ``_SUCCESS`` phase      a failure ...
+==================  =====================  ==============================================
+load_pendingsets    (job_commit)           aborts the job: nothing was completed
+take_marker         (job_commit)           aborts the job
+plan_replace        conflict_resolution    aborts the job
+write_journal       (job_commit)           aborts the job
+complete            complete_uploads       rolls back what was sent, then aborts
+verify              complete_uploads       rolls back, then aborts
+delete_replaced     replace_delete         leaves the journal: ``s3commit recover``
+clean_up            cleanup                every file is visible: ``s3commit recover``
+write_success       (job_commit)           every file is visible: ``s3commit recover``
+release             (job_commit)           every file is visible: ``s3commit recover``
+==================  =====================  ==============================================
+
+``s3commit recover`` runs the same stages from ``complete`` on (:data:`RESUMED`), after loading
+what the dead driver's tasks saved and listing which uploads are still pending. A table format
+adds its stage (Delta: ``delta_commit`` after ``delete_replaced``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import layout
+from ..errors import (
+    ALL_VISIBLE,
+    MIXED_VISIBLE,
+    NOTHING_VISIBLE,
+    SOME_VISIBLE,
+    CommitError,
+    PendingSetError,
+    S3CommitError,
+    StoreError,
+)
+from ..formats import CommitMarker, CommittedFile, Journal, PendingSet, PendingUpload
+from ..protocol import JobOutcome
+from ..stages import Stage, stages_from
+from ..store.s3 import RequestCounters
+from .cleanup import release, remove_job_files, stop_attempts
+from .commit_run import CommitRun
+from .conflict import partition_of
+from .report import build_success
+from .verify import Completed, verify
+
+#: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
+_GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
+
+
+# -- before the first completion: a failure aborts the job -----------------------------------
+def load_pendingsets(run: CommitRun) -> None:
+    """Validate every task's pendingset; one destination key may be written by one task only."""
+    job, location = run.job, run.location
+    owners: dict[str, str] = {}
+    for message in run.messages:
+        pendingset = PendingSet.from_dict(message.payload)
+        pendingset.validate(job.job_id, location.bucket, location.dir_prefix)
+        if pendingset.taskAttemptId != message.attempt_id:
+            raise PendingSetError(
+                f"the message of {message.attempt_id} carries the pendingset of "
+                f"{pendingset.taskAttemptId}"
+            )
+        for commit in pendingset.commits:
+            other = owners.setdefault(commit.destinationKey, pendingset.taskId)
+            if other != pendingset.taskId:
+                raise PendingSetError(
+                    f"tasks {other} and {pendingset.taskId} both wrote {commit.destinationKey!r}"
+                )
+        run.pendingsets.append(pendingset)
+    run.commits = [c for p in run.pendingsets for c in p.commits]
+
+
+def take_marker(run: CommitRun) -> None:
+    """The destination's marker, created only if absent: no other job commits here meanwhile.
+
+    Listing what replace deletes comes after it, so no other job can commit between our listing
+    and our deletes (two racing replace jobs both stayed visible when the listing came first).
+    """
+    committer = run.committer
+    if not committer.locks_destination:
+        return
+    marker = CommitMarker(run.job.job_id, committer.journal_key)
+    created = run.store.put_if_absent(
+        run.location.bucket, layout.marker_key(run.location), marker.to_json().encode()
+    )
+    # A retried create whose first attempt landed answers 412 on our own marker.
+    if not created and committer.marker_job() != run.job.job_id:
+        raise committer.concurrent_commit_error(uploads_aborted=True)
+    run.marker_owned = True
+
+
+def plan_replace(run: CommitRun) -> None:
+    """What replace mode deletes: the visible objects of the partitions (or the destination)
+    the job writes, except keys it writes itself."""
+    new_keys = {c.destinationKey for c in run.commits}
+    partitions = {_partition_path(run, c) for c in run.commits}
+    committer = run.committer
+    run.replaced = [
+        key
+        for key in committer.conflict.replaced(committer.visible, partitions)
+        if key not in new_keys
+    ]
+
+
+def write_journal(run: CommitRun) -> None:
+    """Every upload to complete and every object to delete, before any of it is done."""
+    job, location = run.job, run.location
+    run.journal = Journal(
+        jobId=job.job_id,
+        destination=location.url(),
+        bucket=location.bucket,
+        committer=run.committer.name,
+        conflictMode=job.conflict_mode,
+        format=job.format,
+        partitionBy=list(job.partition_by),
+        markSuccess=job.options.mark_successful_jobs,
+        commits=run.commits,
+        replaced=run.replaced,
+        options=job.options.public(),
+        extraData=dict(run.journal_extra),
+    )
+    run.journal_written = True  # from the first attempt on it may exist: abort deletes it
+    run.store.put(location.bucket, run.committer.journal_key, run.journal.to_json().encode())
+
+
+def abort_before_completion(run: CommitRun, cause: BaseException) -> None:
+    """Nothing was completed: abort the job while ``cause`` propagates; what happened goes into
+    its notes, never raised."""
+    url, job_id = run.location.url(), run.job.job_id
+    try:
+        abort(run)
+    except Exception as exc:
+        cause.add_note(
+            f"s3commit: aborting job {job_id} failed too ({exc}): its pending uploads and "
+            f"hidden files may remain; run `s3commit abort {url}`."
+        )
+        return None
+    if isinstance(cause, KeyboardInterrupt):
+        cause.add_note(
+            f"s3commit: job {job_id} was interrupted before any file was completed and was "
+            f"aborted: nothing of it is visible at {url}."
+        )
+    return None
+
+
+# -- resuming a commit whose driver died (``s3commit recover``) ------------------------------
+def load_saved_pendingsets(run: CommitRun) -> None:
+    """The journal names the uploads; the pendingsets the committed attempts saved stand in for
+    their lost messages, so cleanup knows the committed attempts and ``_SUCCESS`` carries
+    their requests and retries (those whose every upload the journal lists)."""
+    journal = run.resumed_from
+    assert journal is not None
+    run.journal, run.commits = journal, journal.commits
+    new_keys = {c.destinationKey for c in journal.commits}
+    run.replaced = [key for key in journal.replaced if key not in new_keys]  # never new data
+    run.journal_written = run.marker_owned = True
+    journaled = {c.uploadId for c in journal.commits}
+    store, bucket = run.store, run.location.bucket
+    keys = [
+        info.key
+        for info in store.list_objects(bucket, run.committer.metadata_prefix)
+        if layout.is_pendingset(info.key)
+    ]
+    with ThreadPoolExecutor(run.job.options.threads, "s3commit-load") as pool:
+        saved = pool.map(lambda key: _saved_pendingset(store.get(bucket, key)), keys)
+        run.pendingsets = [
+            p for p in saved if p and p.commits and {c.uploadId for c in p.commits} <= journaled
+        ]
+
+
+def find_completed(run: CommitRun) -> None:
+    """Uploads of the journal that are no longer pending were completed before the driver died:
+    they are not completed again, only verified."""
+    pending = {
+        u.upload_id for u in run.store.list_pending(run.location.bucket, run.location.dir_prefix)
+    }
+    run.found_complete = {c.uploadId for c in run.commits if c.uploadId not in pending}
+
+
+# -- completion: verified, and rolled back truthfully ----------------------------------------
+def complete(run: CommitRun) -> None:
+    """Complete every upload in parallel; the first failure stops the rest and is raised.
+
+    Every key sent is remembered in ``run.sent``: a completion that was sent may have made its
+    file visible whatever the answer said.
+    """
+    failures: list[tuple[PendingUpload, BaseException]] = []
+    stop = threading.Event()
+    lock = threading.Lock()
+    todo = [c for c in run.commits if c.uploadId not in run.found_complete]
+    run.answered += [(c, None) for c in run.commits if c.uploadId in run.found_complete]
+
+    def complete_one(commit: PendingUpload) -> None:
+        if stop.is_set():
+            return
+        with lock:
+            run.sent.append(commit)
+        try:
+            answer = _complete_upload(run, commit)
+            with lock:
+                run.answered.append((commit, answer))
+        except BaseException as exc:
+            failures.append((commit, exc))
+            stop.set()
+
+    pool = ThreadPoolExecutor(run.job.options.threads, "s3commit-complete")
+    try:
+        for future in [pool.submit(complete_one, c) for c in todo]:
+            future.result()
+    finally:  # Ctrl-C too: stop, and wait only for completions already sent
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+    if failures:
+        commit, cause = failures[0]
+        raise CommitError(
+            f"completing {commit.destinationKey!r} failed ({cause}); {len(failures)} of "
+            f"{len(todo)} uploads failed"
+        ) from cause
+
+
+def _complete_upload(run: CommitRun, commit: PendingUpload) -> str | None:
+    """The completion's answered ETag; None when a retry found the upload gone.
+
+    A retried completion whose first attempt had landed is told the upload is gone:
+    verification decides whether the object is ours.
+    """
+    try:
+        return run.store.complete(
+            commit.bucket, commit.destinationKey, commit.uploadId, commit.etags
+        )
+    except StoreError as exc:
+        if exc.code not in _GONE_UPLOAD:
+            raise
+        return None
+
+
+def verify_completed(run: CommitRun) -> None:
+    """An answer that matches the expected multipart ETag is trusted (unless
+    ``validate.output``); every other file is checked by size and ETag (:mod:`.verify`)."""
+    completed = [Completed(commit, answer) for commit, answer in run.answered]
+    trust = not run.job.options.validate_output
+    trusted = [c for c in completed if c.trusted and trust]
+    run.etags = {c.commit.uploadId: c.answer for c in trusted}
+    if trusted:
+        run.completion_checks.merge({"answered": len(trusted)})
+    unchecked = [c for c in completed if c.commit.uploadId not in run.etags]
+    run.etags.update(verify(run.store, unchecked, run.job.options.threads, run.completion_checks))
+
+
+def roll_back_completion(run: CommitRun, cause: BaseException) -> BaseException | None:
+    """A completion or its check failed: roll the job back and say what is visible.
+
+    A resumed commit is not rolled back: the operator chose to finish it; it says what to do.
+    """
+    url, job_id = run.location.url(), run.job.job_id
+    if run.resumed:
+        if not isinstance(cause, Exception):
+            return None
+        return CommitError(
+            f"cannot recover job {job_id}: {cause}. The uploads it could complete are visible; "
+            f"roll back with `s3commit abort {url}`.",
+            **run.committer.error_fields(SOME_VISIBLE, "abort"),
+        )
+    visible, state = roll_back(run, run.sent)
+    if isinstance(cause, KeyboardInterrupt):
+        cause.add_note(f"s3commit: job {job_id} was interrupted and rolled back. {state}")
+        return None
+    if not isinstance(cause, Exception):
+        return None
+    return CommitError(
+        f"job {job_id}: {cause}; the job was rolled back. {state}",
+        **rolled_back_fields(run, visible),
+    )
+
+
+def roll_back(run: CommitRun, sent: list[PendingUpload]) -> tuple[str | None, str]:
+    """Undo a job commit that failed before its replace deletes; say what is visible
+    (a key of ``errors.VISIBLE``, None when unchecked) and in words.
+
+    Every key a completion was ``sent`` for is deleted (they carry this job's UUID: no other
+    job's data), every other upload aborted; then a listing of those keys decides the
+    text. The journal and marker are released only when nothing of the job is left.
+    """
+    store, bucket, url = run.store, run.location.bucket, run.location.url()
+    keys = sorted({c.destinationKey for c in sent})
+    problems = []
+    try:
+        if keys:
+            store.delete_keys(bucket, keys)
+    except S3CommitError as exc:
+        problems.append(f"deleting completed files failed: {exc}")
+    try:
+        run.aborted_uploads = remove_leftovers(run.committer, run.pendingsets, committed=set())
+    except S3CommitError as exc:
+        problems.append(f"aborting uploads failed: {exc}")
+    try:
+        listed = {o.key for o in store.list_objects(bucket, run.location.dir_prefix)}
+        visible = [k for k in keys if k in listed]
+    except S3CommitError as exc:
+        return None, (
+            f"Rolling back could not be checked ({exc}); files of job {run.job.job_id} may "
+            f"be visible. Run `s3commit abort {url}`."
+        )
+    if visible or problems:
+        shown = ", ".join(repr(k) for k in visible[:20])
+        more = f" and {len(visible) - 20} more" if len(visible) > 20 else ""
+        return SOME_VISIBLE if visible else NOTHING_VISIBLE, (
+            f"Rolling back was incomplete ({'; '.join(problems) or 'files remain'}): "
+            f"{len(visible)} files of this job are visible{': ' + shown if visible else ''}"
+            f"{more}. The existing data is untouched; the destination stays locked until "
+            f"`s3commit abort {url}` removes them."
+        )
+    release(store, run.location, run.job.job_id, run.committer.commit_keys())
+    run.journal_written = run.marker_owned = False
+    checked = f" (checked: none of the {len(keys)} completed keys is listed)" if keys else ""
+    return (
+        NOTHING_VISIBLE,
+        f"Nothing of this job is visible{checked}; the existing data is untouched.",
+    )
+
+
+def rolled_back_fields(run: CommitRun, visible: str | None) -> dict:
+    """Error fields after :func:`roll_back`: ``s3commit abort`` unless nothing is left."""
+    return run.committer.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
+
+
+# -- after completion: nothing is rolled back any more ----------------------------------------
+def delete_replaced(run: CommitRun) -> None:
+    """The objects the new files supersede. A resumed commit confirms each deletion by
+    looking (a server's "Deleted" answer is not proof) and reports only what it removed."""
+    replaced = run.replaced
+    if not replaced:
+        return
+    try:
+        if run.resumed:
+            run.deleted = run.store.delete_confirmed(run.location.bucket, replaced)
+        else:
+            run.store.delete_keys(run.location.bucket, replaced)
+            run.deleted = list(replaced)
+    except S3CommitError as exc:
+        url = run.location.url()
+        raise CommitError(
+            f"job {run.job.job_id}: the new files are visible at {url} but deleting the "
+            f"{len(replaced)} replaced objects failed ({exc}); old and new data may both be "
+            "visible and the destination stays locked. Finish the commit with "
+            f"`s3commit recover {url}` (or undo it with `s3commit abort {url}`).",
+            **run.committer.error_fields(MIXED_VISIBLE, "recover"),
+        ) from exc
+
+
+def interrupted_after_completion(run: CommitRun, cause: BaseException) -> None:
+    """Every file was completed: an interrupt leaves the journal for recover or abort."""
+    if isinstance(cause, KeyboardInterrupt):
+        url = run.location.url()
+        cause.add_note(
+            f"s3commit: job {run.job.job_id} was interrupted after every file was completed "
+            f"at {url}{run.committer.locked_note}. `s3commit recover {url}` finishes the job, "
+            f"`s3commit abort {url}` rolls it back."
+        )
+    return None
+
+
+def clean_up(run: CommitRun) -> None:
+    run.aborted_uploads = remove_leftovers(
+        run.committer, run.pendingsets, {c.uploadId for c in run.commits}
+    )
+
+
+def write_success(run: CommitRun) -> None:
+    """The job's outcome, and its ``_SUCCESS`` document if the job marks success."""
+    run.phases["job_commit"] = time.monotonic() - run.started
+    journal, requests = run.require_journal(), _request_counts(run)
+    if journal.markSuccess:
+        requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
+    requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
+    files = [_committed_file(run, c) for c in run.commits]
+    success = build_success(
+        run.job,
+        run.committer.name,
+        files,
+        sorted({_partition_path(run, c) for c in run.commits}),
+        len(run.replaced),
+        run.phases,
+        requests,
+        task_durations=_task_durations(run),
+        retries=_retry_counts(run),
+        completion_checks=run.completion_checks.snapshot(),
+        table_fields=run.table_fields,
+    )
+    if journal.markSuccess:
+        body = json.dumps(success.to_dict(), indent=2, ensure_ascii=False).encode()
+        location = run.location
+        run.store.put(
+            location.bucket, location.key(layout.SUCCESS_MARKER), body, "application/json"
+        )
+    run.outcome = JobOutcome(
+        files,
+        success,
+        run.phases,
+        requests,
+        completed=run.completed_now(),
+        already_complete=run.already_complete(),
+        deleted=run.deleted,
+        aborted_uploads=run.aborted_uploads,
+    )
+
+
+def release_destination(run: CommitRun) -> None:
+    release(run.store, run.location, run.job.job_id, run.committer.commit_keys())
+
+
+def finishing(step: str):
+    """The failure policy of a stage after every file is visible: it says so and names the
+    command that finishes the job and releases the destination."""
+
+    def failed(run: CommitRun, cause: BaseException) -> BaseException | None:
+        interrupted_after_completion(run, cause)
+        if not isinstance(cause, S3CommitError):
+            return None
+        url = run.location.url()
+        return CommitError(
+            f"job {run.job.job_id} committed: every file is complete and visible at {url}, "
+            f"but {step} failed ({cause}){run.committer.locked_note}. `s3commit recover {url}` "
+            "finishes this job.",
+            **run.committer.error_fields(ALL_VISIBLE, "recover"),
+        )
+
+    return failed
+
+
+# -- abort and cleanup: the job's own uploads and hidden files --------------------------------
+def remove_leftovers(committer, received: list[PendingSet], committed: set[str]) -> int:
+    """Abort this job's uploads that were not committed, then drop its hidden metadata;
+    returns how many uploads were still pending.
+
+    Uploads are found three ways: the pendingsets the tasks' messages carried
+    (``received``), the metadata persisted by attempts whose messages never arrived (failed
+    or speculative losers), and a listing of pending uploads whose keys carry the job UUID
+    (or all of them, if asked).
+    """
+    store, location, job = committer.store, committer.location, committer.job
+    bucket = location.bucket
+    try:
+        stop_attempts(store, location, job.job_id)  # first: see S3Committer.ensure_job_alive
+        known_attempts = {p.taskAttemptId for p in received}
+        hidden = [
+            o.key
+            for o in store.list_objects(bucket, committer.metadata_prefix)
+            if o.key != committer.journal_key  # removed with the marker, last
+        ]
+        commits = [c for p in received for c in p.commits]
+        for key in hidden:
+            attempt = committer.attempt_of(key)
+            if attempt is not None and attempt not in known_attempts:
+                saved = _saved_pendingset(store.get(bucket, key))
+                commits += saved.commits if saved else []
+        targets: dict[str, str] = {}
+        for commit in commits:
+            if (
+                commit.uploadId not in committed
+                and commit.bucket == bucket
+                and commit.destinationKey.startswith(location.dir_prefix)
+            ):
+                targets[commit.uploadId] = commit.destinationKey
+        scope_all = job.options.abort_pending_uploads == "all"
+        for upload in store.list_pending(bucket, location.dir_prefix):
+            if upload.upload_id in committed:
+                continue
+            if scope_all or job.job_id in upload.key:
+                targets[upload.upload_id] = upload.key
+        return remove_job_files(
+            store,
+            location,
+            job.job_id,
+            uploads=targets,
+            hidden=hidden if committer.delete_metadata else [],
+            threads=job.options.threads,
+        )
+    finally:
+        committer.drop_local_buffers()
+
+
+def abort(run: CommitRun) -> None:
+    """Job abort: the job's uploads and hidden files, then what this run created of the journal
+    and the marker."""
+    committer = run.committer
+    received = run.pendingsets or _parse_quietly(run.messages)
+    run.aborted_uploads = remove_leftovers(committer, received, committed=set())
+    owned = [committer.journal_key] if run.journal_written else []
+    owned += [layout.marker_key(run.location)] if run.marker_owned else []
+    release(run.store, run.location, run.job.job_id, owned)
+
+
+# -- the outcome -------------------------------------------------------------------------------
+def _committed_file(run: CommitRun, commit: PendingUpload) -> CommittedFile:
+    return CommittedFile(
+        path=run.location.url(commit.destinationKey),
+        key=commit.destinationKey,
+        size=commit.length,
+        rows=commit.rows,
+        partition=commit.partition,
+        etag=run.etags[commit.uploadId],
+        task=commit.taskId,
+    )
+
+
+def _partition_path(run: CommitRun, commit: PendingUpload) -> str:
+    return partition_of(run.location.relative(commit.destinationKey))
+
+
+def _task_durations(run: CommitRun) -> dict[str, float]:
+    """From the tasks' messages; a resumed commit has none (they died with the driver)."""
+    if run.resumed:
+        return {p.taskId: 0.0 for p in run.pendingsets}
+    return {m.task_id: m.summary.seconds for m in run.messages}
+
+
+def _retry_counts(run: CommitRun) -> dict[str, int]:
+    """Retries by reason, of the driver and every committed task attempt."""
+    totals = RequestCounters()
+    totals.merge(run.store.counters.retries())
+    for pendingset in run.pendingsets:
+        totals.merge(pendingset.retries)
+    return totals.snapshot()
+
+
+def _request_counts(run: CommitRun) -> dict[str, int]:
+    """Driver requests plus the requests of every committed task attempt."""
+    totals = dict(run.store.counters.snapshot())
+    for pendingset in run.pendingsets:
+        for op, n in pendingset.iostatistics.get("counters", {}).items():
+            totals[op] = totals.get(op, 0) + n
+    return dict(sorted(totals.items()))
+
+
+def _saved_pendingset(body: bytes) -> PendingSet | None:
+    """A saved ``.pendingset``; None if unreadable (its uploads are still found by the listing
+    of the job's pending uploads)."""
+    try:
+        return PendingSet.from_json(body)
+    except (PendingSetError, ValueError, TypeError):
+        return None
+
+
+def _parse_quietly(messages) -> list[PendingSet]:
+    found = []
+    for message in messages:
+        try:
+            found.append(PendingSet.from_dict(message.payload))
+        except PendingSetError:
+            continue
+    return found
+
+
+# -- the sequences -----------------------------------------------------------------------------
+_after = interrupted_after_completion
+
+#: the S3 committers' job commit
+S3_STAGES: tuple[Stage[CommitRun], ...] = (
+    Stage("load_pendingsets", load_pendingsets, None, abort_before_completion),
+    Stage("take_marker", take_marker, None, abort_before_completion),
+    Stage("plan_replace", plan_replace, "conflict_resolution", abort_before_completion),
+    Stage("write_journal", write_journal, None, abort_before_completion),
+    Stage("complete", complete, "complete_uploads", roll_back_completion),
+    Stage("verify", verify_completed, "complete_uploads", roll_back_completion),
+    Stage("delete_replaced", delete_replaced, "replace_delete", _after),
+    Stage(
+        "clean_up",
+        clean_up,
+        "cleanup",
+        finishing("cleaning up its pending uploads and hidden files"),
+    ),
+    Stage("write_success", write_success, None, finishing("writing _SUCCESS")),
+    Stage("release", release_destination, None, finishing("releasing the destination")),
+)
+
+#: what ``s3commit recover`` runs before the stages from ``complete`` on
+RESUME_STAGES: tuple[Stage[CommitRun], ...] = (
+    Stage("load_saved_pendingsets", load_saved_pendingsets),
+    Stage("find_completed", find_completed, "complete_uploads"),
+)
+
+
+def resumed(stages: tuple[Stage[CommitRun], ...]) -> tuple[Stage[CommitRun], ...]:
+    """A committer's stages as ``s3commit recover`` runs them, from the journal."""
+    return (*RESUME_STAGES, *stages_from(stages, "complete"))

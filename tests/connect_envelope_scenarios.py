@@ -1,0 +1,108 @@
+"""Typed errors across Spark Connect, run in a process of its own by tests/test_error_envelope.py.
+
+A Connect session cannot share a process with the test session's classic one: this script
+(``python connect_envelope_scenarios.py '{"base": ..., "out": ...}'``) starts a local Connect
+server, makes a task, the data source's task and the data source's commit fail with typed
+errors, and writes what ``errors.from_spark`` restored from each exception Spark raised, as
+JSON. The S3 endpoint comes from the environment, as for any boto3 client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+FIELDS = ("destination", "job_id", "visible", "remedy")
+
+
+def main(spec: dict) -> dict:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    import s3commit_sdk
+    from s3commit_sdk import CommitError, S3CommitError, write_committed
+    from s3commit_sdk.errors import crossing_spark, from_spark
+
+    base = spec["base"]
+    bucket, prefix = base.removeprefix("s3://").split("/", 1)
+    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    s3commit_sdk.register(spark)
+    outcomes: dict[str, dict] = {}
+
+    def outcome(name: str, action) -> None:
+        try:
+            action()
+            outcomes[name] = {"raised": None}
+        except Exception as exc:
+            typed = exc if isinstance(exc, S3CommitError) else from_spark(exc)
+            outcomes[name] = {
+                "raised": type(exc).__name__,
+                "type": type(typed).__name__ if typed else None,
+                "message": str(typed) if typed else str(exc)[:2000],
+                **{f: getattr(typed, f, None) for f in FIELDS},
+            }
+
+    def days(n: int = 20):
+        return spark.range(0, n, numPartitions=2).selectExpr(
+            "id", "concat('d', cast(id % 2 + 1 as string)) as day"
+        )
+
+    def save(df, url: str, **options: str) -> None:
+        writer = df.write.format("s3commit").mode("append")
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save(url)
+
+    def task(batches):
+        for _ in batches:
+            with crossing_spark():
+                raise CommitError(
+                    "job j-1 could not commit",
+                    destination="s3://b/out",
+                    job_id="j-1",
+                    visible="some",
+                    remedy="s3commit abort s3://b/out",
+                )
+        yield pa.RecordBatch.from_pydict({"id": [0]})
+
+    outcome("task", lambda: spark.range(1, numPartitions=1).mapInArrow(task, "id long").collect())
+    outcome(
+        "wc-conflict",
+        lambda: write_committed(
+            days(),
+            f"{base}/wc-conflict",
+            committer="partitioned",
+            partition_by=["day"],
+            conflict_mode="fail",
+            progress=False,
+        ),
+    )
+    outcome(
+        "ds-conflict",
+        lambda: save(days(), f"{base}/ds-conflict", partition_by="day", conflict_mode="fail"),
+    )
+
+    marker = f"{prefix}/ds-commit/__s3commit/COMMIT_IN_PROGRESS"
+    other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
+
+    def grab_marker(value):  # runs inside the tasks, after the writer's job setup
+        import boto3
+
+        boto3.client("s3").put_object(Bucket=bucket, Key=marker, Body=json.dumps(other).encode())
+        return value
+
+    grabbing = days().withColumn("id", F.udf(grab_marker, LongType())("id"))
+    outcome("ds-commit", lambda: save(grabbing, f"{base}/ds-commit", committer="directory"))
+    spark.stop()
+    return outcomes
+
+
+if __name__ == "__main__":
+    spec = json.loads(sys.argv[1])
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with open(spec["out"], "w") as out:
+        json.dump(main(spec), out)
