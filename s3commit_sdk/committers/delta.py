@@ -41,13 +41,13 @@ from ..stages import Stage, add_stage
 from .commit_run import CommitRun
 from .conflict import DirectoryConflict, PartitionConflict
 from .magic import MagicCommitter
-from .s3_stages import (
-    S3_STAGES,
+from .s3_rollback import (
     abort_before_completion,
     interrupted_after_completion,
     roll_back,
     rolled_back_fields,
 )
+from .s3_stages import S3_STAGES
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
 
 

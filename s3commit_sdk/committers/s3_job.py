@@ -20,7 +20,8 @@ from ..store import open_store
 from .commit_run import CommitRun
 from .conflict import DirectoryConflict
 from .exclusive import require_conditional_create
-from .s3_stages import S3_STAGES, abort, resumed
+from .s3_rollback import abort
+from .s3_stages import S3_STAGES, resumed
 
 
 class S3Committer(Committer):

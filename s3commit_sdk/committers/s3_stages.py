@@ -35,10 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import layout
 from ..errors import (
-    ALL_VISIBLE,
     MIXED_VISIBLE,
-    NOTHING_VISIBLE,
-    SOME_VISIBLE,
     CommitError,
     PendingSetError,
     S3CommitError,
@@ -48,10 +45,18 @@ from ..formats import CommitMarker, CommittedFile, Journal, PendingSet, PendingU
 from ..protocol import JobOutcome
 from ..stages import Stage, stages_from
 from ..store.s3 import RequestCounters
-from .cleanup import release, remove_job_files, stop_attempts
+from .cleanup import release
 from .commit_run import CommitRun
 from .conflict import partition_of
 from .report import build_success
+from .s3_rollback import (
+    abort_before_completion,
+    finishing,
+    interrupted_after_completion,
+    read_pendingset,
+    remove_leftovers,
+    roll_back_completion,
+)
 from .verify import Completed, verify
 
 #: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
@@ -134,26 +139,6 @@ def write_journal(run: CommitRun) -> None:
     run.store.put(location.bucket, run.committer.journal_key, run.journal.to_json().encode())
 
 
-def abort_before_completion(run: CommitRun, cause: BaseException) -> None:
-    """Nothing was completed: abort the job while ``cause`` propagates; what happened goes into
-    its notes, never raised."""
-    url, job_id = run.location.url(), run.job.job_id
-    try:
-        abort(run)
-    except Exception as exc:
-        cause.add_note(
-            f"s3commit: aborting job {job_id} failed too ({exc}): its pending uploads and "
-            f"hidden files may remain; run `s3commit abort {url}`."
-        )
-        return None
-    if isinstance(cause, KeyboardInterrupt):
-        cause.add_note(
-            f"s3commit: job {job_id} was interrupted before any file was completed and was "
-            f"aborted: nothing of it is visible at {url}."
-        )
-    return None
-
-
 # -- resuming a commit whose driver died (``s3commit recover``) ------------------------------
 def load_saved_pendingsets(run: CommitRun) -> None:
     """The journal names the uploads; the pendingsets the committed attempts saved stand in for
@@ -173,7 +158,7 @@ def load_saved_pendingsets(run: CommitRun) -> None:
         if layout.is_pendingset(info.key)
     ]
     with ThreadPoolExecutor(run.job.options.threads, "s3commit-load") as pool:
-        saved = pool.map(lambda key: _saved_pendingset(store.get(bucket, key)), keys)
+        saved = pool.map(lambda key: read_pendingset(store.get(bucket, key)), keys)
         run.pendingsets = [
             p for p in saved if p and p.commits and {c.uploadId for c in p.commits} <= journaled
         ]
@@ -258,83 +243,6 @@ def verify_completed(run: CommitRun) -> None:
     run.etags.update(verify(run.store, unchecked, run.job.options.threads, run.completion_checks))
 
 
-def roll_back_completion(run: CommitRun, cause: BaseException) -> BaseException | None:
-    """A completion or its check failed: roll the job back and say what is visible.
-
-    A resumed commit is not rolled back: the operator chose to finish it; it says what to do.
-    """
-    url, job_id = run.location.url(), run.job.job_id
-    if run.resumed:
-        if not isinstance(cause, Exception):
-            return None
-        return CommitError(
-            f"cannot recover job {job_id}: {cause}. The uploads it could complete are visible; "
-            f"roll back with `s3commit abort {url}`.",
-            **run.committer.error_fields(SOME_VISIBLE, "abort"),
-        )
-    visible, state = roll_back(run, run.sent)
-    if isinstance(cause, KeyboardInterrupt):
-        cause.add_note(f"s3commit: job {job_id} was interrupted and rolled back. {state}")
-        return None
-    if not isinstance(cause, Exception):
-        return None
-    return CommitError(
-        f"job {job_id}: {cause}; the job was rolled back. {state}",
-        **rolled_back_fields(run, visible),
-    )
-
-
-def roll_back(run: CommitRun, sent: list[PendingUpload]) -> tuple[str | None, str]:
-    """Undo a job commit that failed before its replace deletes; say what is visible
-    (a key of ``errors.VISIBLE``, None when unchecked) and in words.
-
-    Every key a completion was ``sent`` for is deleted (they carry this job's UUID: no other
-    job's data), every other upload aborted; then a listing of those keys decides the
-    text. The journal and marker are released only when nothing of the job is left.
-    """
-    store, bucket, url = run.store, run.location.bucket, run.location.url()
-    keys = sorted({c.destinationKey for c in sent})
-    problems = []
-    try:
-        if keys:
-            store.delete_keys(bucket, keys)
-    except S3CommitError as exc:
-        problems.append(f"deleting completed files failed: {exc}")
-    try:
-        run.aborted_uploads = remove_leftovers(run.committer, run.pendingsets, committed=set())
-    except S3CommitError as exc:
-        problems.append(f"aborting uploads failed: {exc}")
-    try:
-        listed = {o.key for o in store.list_objects(bucket, run.location.dir_prefix)}
-        visible = [k for k in keys if k in listed]
-    except S3CommitError as exc:
-        return None, (
-            f"Rolling back could not be checked ({exc}); files of job {run.job.job_id} may "
-            f"be visible. Run `s3commit abort {url}`."
-        )
-    if visible or problems:
-        shown = ", ".join(repr(k) for k in visible[:20])
-        more = f" and {len(visible) - 20} more" if len(visible) > 20 else ""
-        return SOME_VISIBLE if visible else NOTHING_VISIBLE, (
-            f"Rolling back was incomplete ({'; '.join(problems) or 'files remain'}): "
-            f"{len(visible)} files of this job are visible{': ' + shown if visible else ''}"
-            f"{more}. The existing data is untouched; the destination stays locked until "
-            f"`s3commit abort {url}` removes them."
-        )
-    release(store, run.location, run.job.job_id, run.committer.commit_keys())
-    run.journal_written = run.marker_owned = False
-    checked = f" (checked: none of the {len(keys)} completed keys is listed)" if keys else ""
-    return (
-        NOTHING_VISIBLE,
-        f"Nothing of this job is visible{checked}; the existing data is untouched.",
-    )
-
-
-def rolled_back_fields(run: CommitRun, visible: str | None) -> dict:
-    """Error fields after :func:`roll_back`: ``s3commit abort`` unless nothing is left."""
-    return run.committer.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
-
-
 # -- after completion: nothing is rolled back any more ----------------------------------------
 def delete_replaced(run: CommitRun) -> None:
     """The objects the new files supersede. A resumed commit confirms each deletion by
@@ -357,18 +265,6 @@ def delete_replaced(run: CommitRun) -> None:
             f"`s3commit recover {url}` (or undo it with `s3commit abort {url}`).",
             **run.committer.error_fields(MIXED_VISIBLE, "recover"),
         ) from exc
-
-
-def interrupted_after_completion(run: CommitRun, cause: BaseException) -> None:
-    """Every file was completed: an interrupt leaves the journal for recover or abort."""
-    if isinstance(cause, KeyboardInterrupt):
-        url = run.location.url()
-        cause.add_note(
-            f"s3commit: job {run.job.job_id} was interrupted after every file was completed "
-            f"at {url}{run.committer.locked_note}. `s3commit recover {url}` finishes the job, "
-            f"`s3commit abort {url}` rolls it back."
-        )
-    return None
 
 
 def clean_up(run: CommitRun) -> None:
@@ -420,88 +316,6 @@ def release_destination(run: CommitRun) -> None:
     release(run.store, run.location, run.job.job_id, run.committer.commit_keys())
 
 
-def finishing(step: str):
-    """The failure policy of a stage after every file is visible: it says so and names the
-    command that finishes the job and releases the destination."""
-
-    def failed(run: CommitRun, cause: BaseException) -> BaseException | None:
-        interrupted_after_completion(run, cause)
-        if not isinstance(cause, S3CommitError):
-            return None
-        url = run.location.url()
-        return CommitError(
-            f"job {run.job.job_id} committed: every file is complete and visible at {url}, "
-            f"but {step} failed ({cause}){run.committer.locked_note}. `s3commit recover {url}` "
-            "finishes this job.",
-            **run.committer.error_fields(ALL_VISIBLE, "recover"),
-        )
-
-    return failed
-
-
-# -- abort and cleanup: the job's own uploads and hidden files --------------------------------
-def remove_leftovers(committer, received: list[PendingSet], committed: set[str]) -> int:
-    """Abort this job's uploads that were not committed, then drop its hidden metadata;
-    returns how many uploads were still pending.
-
-    Uploads are found three ways: the pendingsets the tasks' messages carried
-    (``received``), the metadata persisted by attempts whose messages never arrived (failed
-    or speculative losers), and a listing of pending uploads whose keys carry the job UUID
-    (or all of them, if asked).
-    """
-    store, location, job = committer.store, committer.location, committer.job
-    bucket = location.bucket
-    try:
-        stop_attempts(store, location, job.job_id)  # first: see S3Committer.ensure_job_alive
-        known_attempts = {p.taskAttemptId for p in received}
-        hidden = [
-            o.key
-            for o in store.list_objects(bucket, committer.metadata_prefix)
-            if o.key != committer.journal_key  # removed with the marker, last
-        ]
-        commits = [c for p in received for c in p.commits]
-        for key in hidden:
-            attempt = committer.attempt_of(key)
-            if attempt is not None and attempt not in known_attempts:
-                saved = _saved_pendingset(store.get(bucket, key))
-                commits += saved.commits if saved else []
-        targets: dict[str, str] = {}
-        for commit in commits:
-            if (
-                commit.uploadId not in committed
-                and commit.bucket == bucket
-                and commit.destinationKey.startswith(location.dir_prefix)
-            ):
-                targets[commit.uploadId] = commit.destinationKey
-        scope_all = job.options.abort_pending_uploads == "all"
-        for upload in store.list_pending(bucket, location.dir_prefix):
-            if upload.upload_id in committed:
-                continue
-            if scope_all or job.job_id in upload.key:
-                targets[upload.upload_id] = upload.key
-        return remove_job_files(
-            store,
-            location,
-            job.job_id,
-            uploads=targets,
-            hidden=hidden if committer.delete_metadata else [],
-            threads=job.options.threads,
-        )
-    finally:
-        committer.drop_local_buffers()
-
-
-def abort(run: CommitRun) -> None:
-    """Job abort: the job's uploads and hidden files, then what this run created of the journal
-    and the marker."""
-    committer = run.committer
-    received = run.pendingsets or _parse_quietly(run.messages)
-    run.aborted_uploads = remove_leftovers(committer, received, committed=set())
-    owned = [committer.journal_key] if run.journal_written else []
-    owned += [layout.marker_key(run.location)] if run.marker_owned else []
-    release(run.store, run.location, run.job.job_id, owned)
-
-
 # -- the outcome -------------------------------------------------------------------------------
 def _committed_file(run: CommitRun, commit: PendingUpload) -> CommittedFile:
     return CommittedFile(
@@ -542,25 +356,6 @@ def _request_counts(run: CommitRun) -> dict[str, int]:
         for op, n in pendingset.iostatistics.get("counters", {}).items():
             totals[op] = totals.get(op, 0) + n
     return dict(sorted(totals.items()))
-
-
-def _saved_pendingset(body: bytes) -> PendingSet | None:
-    """A saved ``.pendingset``; None if unreadable (its uploads are still found by the listing
-    of the job's pending uploads)."""
-    try:
-        return PendingSet.from_json(body)
-    except (PendingSetError, ValueError, TypeError):
-        return None
-
-
-def _parse_quietly(messages) -> list[PendingSet]:
-    found = []
-    for message in messages:
-        try:
-            found.append(PendingSet.from_dict(message.payload))
-        except PendingSetError:
-            continue
-    return found
 
 
 # -- the sequences -----------------------------------------------------------------------------
