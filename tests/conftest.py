@@ -10,9 +10,12 @@ multipart upload is left pending under that prefix.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +173,48 @@ def download(s3, prefix: str, target) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     return str(target)
+
+
+def marker_writer(s3_server, bucket: str, key: str, marker: dict):
+    """A function for a Spark UDF: inside the tasks (after job setup) it writes another job's
+    commit marker at ``key``, with the endpoint and keys the workers' environment lacks."""
+    env = s3_server.env
+    body = json.dumps(marker).encode()
+
+    def write_marker(value):
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_REGION"],
+        )
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+        return value
+
+    return write_marker
+
+
+def run_connect_child(script: Path, spec: dict, s3_server, work: Path, timeout: float) -> dict:
+    """Run a Connect scenario script in a process of its own (a Connect session cannot share
+    the test session's process) and return the JSON it wrote to ``spec["out"]``.
+
+    ``PYTHONPATH`` names the repository, so Spark's lookup of ``pyspark_*`` modules finds
+    ``pyspark_s3commit`` (an editable install hides top-level modules from that lookup).
+    """
+    paths = [str(Path(__file__).parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, **s3_server.env, "PYTHONPATH": os.pathsep.join(paths)}
+    with open(work / "child.log", "w") as log:
+        child = subprocess.run(
+            [sys.executable, str(script), json.dumps(spec)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            check=False,
+        )
+    if child.returncode != 0:
+        pytest.fail(f"the Connect child failed:\n{(work / 'child.log').read_text()[-6000:]}")
+    return json.loads(Path(spec["out"]).read_text())

@@ -10,8 +10,6 @@ JSON. The S3 endpoint comes from the environment, as for any boto3 client.
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 FIELDS = ("destination", "job_id", "visible", "remedy")
 
@@ -101,8 +99,6 @@ def main(spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    spec = json.loads(sys.argv[1])
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with open(spec["out"], "w") as out:
-        json.dump(main(spec), out)
+    from connect_scenarios import run_as_child  # beside this script
+
+    run_as_child(main)

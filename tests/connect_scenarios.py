@@ -151,9 +151,14 @@ def main(spec: dict) -> dict:
     return results
 
 
-if __name__ == "__main__":
+def run_as_child(scenarios) -> None:
+    """Run ``scenarios(spec)`` with the spec given on the command line; write its JSON."""
     spec = json.loads(sys.argv[1])
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with open(spec["out"], "w") as out:
-        json.dump(main(spec), out)
+        json.dump(scenarios(spec), out)
+
+
+if __name__ == "__main__":
+    run_as_child(main)

@@ -8,17 +8,21 @@ their own boto3 client, what the scenarios left on S3.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, read_back, rows_of, visible_keys
+from conftest import (
+    BUCKET,
+    list_keys,
+    pending_uploads,
+    read_back,
+    rows_of,
+    run_connect_child,
+    visible_keys,
+)
 from connect_scenarios import COMMITTERS, as_text, sample_rows
 
 from s3commit_sdk import UnsupportedSessionError, write_committed
@@ -48,30 +52,13 @@ class ConnectRun:
 
 @pytest.fixture(scope="module")
 def connect(s3_server, s3, tmp_path_factory):
-    """Every scenario, run once per S3 server by a child process with its own Connect server.
-
-    ``PYTHONPATH`` names the repository, so Spark's lookup of ``pyspark_*`` modules finds
-    ``pyspark_s3commit`` (an editable install hides top-level modules from that lookup).
-    """
+    """Every scenario, run once per S3 server by a child process with its own Connect server."""
     prefix = f"t/connect-{s3_server.kind}-{uuid.uuid4().hex[:8]}"
     for name in ("wc-fail", "ds-fail"):
         s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
     work = tmp_path_factory.mktemp("connect")
     spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "results.json")}
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, **s3_server.env, "PYTHONPATH": os.pathsep.join(paths)}
-    with open(work / "child.log", "w") as log:
-        child = subprocess.run(
-            [sys.executable, str(SCRIPT), json.dumps(spec)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=900,
-            check=False,
-        )
-    if child.returncode != 0:
-        pytest.fail(f"the Connect child failed:\n{(work / 'child.log').read_text()[-6000:]}")
-    yield ConnectRun(prefix, json.loads(Path(spec["out"]).read_text()))
+    yield ConnectRun(prefix, run_connect_child(SCRIPT, spec, s3_server, work, timeout=900))
     assert pending_uploads(s3, prefix + "/") == []
 
 

@@ -10,15 +10,19 @@ exception. The error leaves our code with its envelope line (``s3commit-error: {
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, visible_keys
+from conftest import (
+    BUCKET,
+    list_keys,
+    marker_writer,
+    pending_uploads,
+    run_connect_child,
+    visible_keys,
+)
 
 from s3commit_sdk import (
     CommitError,
@@ -149,21 +153,7 @@ def test_a_failed_data_source_commit_comes_back_typed(spark, s3_server, s3, dest
     register(spark)
     marker = dest.dir + "__s3commit/COMMIT_IN_PROGRESS"
     other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
-    env = s3_server.env
-
-    def grab_marker(value):  # runs inside the tasks, after the writer's job setup
-        import boto3
-
-        client = boto3.client(
-            "s3",
-            endpoint_url=env["AWS_ENDPOINT_URL"],
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            region_name=env["AWS_REGION"],
-        )
-        client.put_object(Bucket=BUCKET, Key=marker, Body=json.dumps(other).encode())
-        return value
-
+    grab_marker = marker_writer(s3_server, BUCKET, marker, other)
     df = days(spark).withColumn("id", F.udf(grab_marker, LongType())("id"))
     try:
         with pytest.raises(Exception) as failed:
@@ -181,28 +171,14 @@ def test_a_failed_data_source_commit_comes_back_typed(spark, s3_server, s3, dest
 @pytest.fixture(scope="module")
 def connect_outcomes(s3_server, s3, tmp_path_factory):
     """What ``from_spark`` restored in each scenario of a child process with its own Connect
-    server (``PYTHONPATH`` names the repository, for Spark's lookup of ``pyspark_s3commit``)."""
+    server."""
     prefix = f"t/envelope-connect-{s3_server.kind}-{uuid.uuid4().hex[:8]}"
     for name in ("wc-conflict", "ds-conflict"):
         s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
     work = tmp_path_factory.mktemp("envelope-connect")
     spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "outcomes.json")}
-    root = Path(__file__).parents[1]
-    paths = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, **s3_server.env, "PYTHONPATH": os.pathsep.join(paths)}
     script = Path(__file__).with_name("connect_envelope_scenarios.py")
-    with open(work / "child.log", "w") as log:
-        child = subprocess.run(
-            [sys.executable, str(script), json.dumps(spec)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-            check=False,
-        )
-    if child.returncode != 0:
-        pytest.fail(f"the Connect child failed:\n{(work / 'child.log').read_text()[-6000:]}")
-    yield prefix, json.loads(Path(spec["out"]).read_text())
+    yield prefix, run_connect_child(script, spec, s3_server, work, timeout=600)
     s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/ds-commit/__s3commit/COMMIT_IN_PROGRESS")
     assert pending_uploads(s3, prefix + "/") == []
 

@@ -10,7 +10,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, read_back, visible_keys
+from conftest import BUCKET, list_keys, marker_writer, pending_uploads, read_back, visible_keys
 
 from s3commit_sdk import ConcurrentCommitError, write_committed
 
@@ -58,22 +58,8 @@ def test_marker_appearing_during_the_job_aborts_its_commit(spark, s3, s3_server,
     from pyspark.sql.types import LongType
 
     other = {"jobId": "other-job", "journal": "x", "hostname": "h", "started": 0}
-    key, bucket = marker_key(dest), BUCKET
-    env = s3_server.env  # the workers' environment is the one Spark started with
-
-    def grab_marker(value):  # runs inside the tasks, after job setup
-        import boto3
-
-        client = boto3.client(
-            "s3",
-            endpoint_url=env["AWS_ENDPOINT_URL"],
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            region_name=env["AWS_REGION"],
-        )
-        client.put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
-        return value
-
+    key = marker_key(dest)
+    grab_marker = marker_writer(s3_server, BUCKET, key, other)
     df = spark.range(0, 20, numPartitions=2).withColumn("id", F.udf(grab_marker, LongType())("id"))
     try:
         with pytest.raises(ConcurrentCommitError, match="other-job"):
