@@ -1,60 +1,134 @@
 # s3commit_sdk: everything runs from a local virtualenv built from pyproject.toml.
+#
+# Each target installs only what it needs, once (a stamp per set of extras in the venv):
+#   make demo / setup   Java 17+ and the venv with the spark, notebook, testing, delta extras
+#   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), the dev extra
+#   make lint           the dev extra (ruff) only
+#   make bench          adds Ceph's radosgw and the bench extra
+# System packages come from apt-get when there is one; elsewhere make names them and stops.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: system-deps setup demo test test-fast faults lint format clean bench bench-quick bench-commit
+.PHONY: system-deps-demo system-deps system-deps-bench setup demo test test-fast faults lint \
+	format clean bench bench-quick bench-commit
 
-setup: $(STAMP)
+# ---- system packages -----------------------------------------------------------------------
+# Each need: a shell test that it is there, why it is needed, its Debian/Ubuntu packages and
+# where macOS gets it.
+HAVE_java = v=$$("$${JAVA_HOME:+$$JAVA_HOME/bin/}java" -version 2>&1 | \
+	sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); [ "$${v:-0}" -ge 17 ]
+WHY_java  = Java 17 or newer, which PySpark 4 runs on
+APT_java  = openjdk-17-jre-headless
+MAC_java  = brew install openjdk@17, then put $$(brew --prefix openjdk@17)/bin on PATH
 
-# Java for PySpark 4, Debian's chromium for the browser test and Ceph's radosgw (with a monitor
-# and an OSD) for the tests against a real S3 server, from apt when missing.
+HAVE_chromium = [ -x /usr/bin/chromium ]
+WHY_chromium  = chromium, for the browser test (tests/test_browser.py drives /usr/bin/chromium)
+APT_chromium  = chromium
+MAC_chromium  = brew install --cask chromium, or Google Chrome; the test looks for \
+	/usr/bin/chromium, so there run it with S3COMMIT_SKIP_BROWSER=1
+
+HAVE_rgw = command -v radosgw && command -v ceph-mon && command -v ceph-osd
+WHY_rgw  = the Ceph radosgw with a monitor and an OSD: the second S3 server of the test suite
+APT_rgw  = --no-install-recommends ceph-mon ceph-osd radosgw
+MAC_rgw  = no Homebrew package: run the suite on moto alone, S3COMMIT_TEST_ENDPOINTS=moto make test
+
+# What each target needs. The suite's RGW runs are skipped when S3COMMIT_TEST_ENDPOINTS names
+# only moto, its browser test when S3COMMIT_SKIP_BROWSER=1.
+DEMO_NEEDS  := java
+TEST_NEEDS  := java $(if $(filter 1,$(S3COMMIT_SKIP_BROWSER)),,chromium) \
+	$(if $(findstring rgw,$(or $(S3COMMIT_TEST_ENDPOINTS),rgw)),rgw)
+BENCH_NEEDS := java rgw
+
+# $(call system_check,NEEDS): installs the missing NEEDS with apt-get (through sudo when not
+# root), or, on a machine without apt-get, names their packages per platform and fails.
+define system_check
+@missing=; \
+$(foreach n,$(1),if { $(HAVE_$(n)); } >/dev/null 2>&1; then :; else missing="$$missing $(n)"; fi; ) \
+[ -z "$$missing" ] && exit 0; \
+if command -v apt-get >/dev/null; then \
+  apt="env DEBIAN_FRONTEND=noninteractive apt-get"; [ "$$(id -u)" = 0 ] || apt="sudo $$apt"; \
+  $$apt update -q || exit 1; \
+  $(foreach n,$(1),case "$$missing " in (*" $(n) "*) \
+    echo 'make: installing $(WHY_$(n)): apt-get install $(APT_$(n))'; \
+    $$apt install -y -q $(APT_$(n)) || exit 1;; esac; ) \
+else \
+  echo 'make: this machine has no apt-get; install these, then run make again:'; \
+  $(foreach n,$(1),case "$$missing " in (*" $(n) "*) \
+    echo '  - $(WHY_$(n))'; \
+    echo '      Debian/Ubuntu: apt-get install $(APT_$(n))'; \
+    echo '      macOS (Homebrew): $(MAC_$(n))';; esac; ) \
+  exit 1; \
+fi
+endef
+
+system-deps-demo:
+	$(call system_check,$(DEMO_NEEDS))
+
+# what `make test` needs (rgw.py's error message points here)
 system-deps:
-	@if ! command -v java >/dev/null || [ ! -x /usr/bin/chromium ] || ! command -v radosgw >/dev/null; then \
-	  command -v apt-get >/dev/null || { echo "install Java 17, chromium and Ceph's radosgw (see README)"; exit 1; }; \
-	  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; \
-	  command -v java >/dev/null || apt-get install -y -q openjdk-17-jre-headless; \
-	  [ -x /usr/bin/chromium ] || apt-get install -y -q chromium; \
-	  command -v radosgw >/dev/null || \
-	    apt-get install -y -q --no-install-recommends ceph-mon ceph-osd radosgw; \
-	fi
+	$(call system_check,$(TEST_NEEDS))
 
-$(STAMP): pyproject.toml | system-deps
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+system-deps-bench:
+	$(call system_check,$(BENCH_NEEDS))
+
+# ---- the virtualenv: one stamp per set of extras -------------------------------------------
+EXTRAS_demo  := spark,notebook,testing,delta
+WHY_demo     := Spark, the widgets, the local S3 server and Delta output: make demo and the notebooks
+EXTRAS_dev   := dev
+WHY_dev      := pytest, nbval, papermill, voila, jupyterlab, playwright, ruff: the test suite and lint
+AFTER_dev     = $(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+EXTRAS_bench := bench
+WHY_bench    := matplotlib, awswrangler, py-spy: the benchmarks and their charts
+
+$(PY):
+	@echo "make: creating the virtualenv $(VENV) with $(PYTHON)"
+	$(PYTHON) -m venv $(VENV) || { echo "make: $(PYTHON) -m venv failed; on Debian/Ubuntu: \
+		apt-get install python3-venv"; exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,notebook,testing,delta,dev,bench]'
-	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
-	touch $(STAMP)
+
+$(VENV)/.extras-%: pyproject.toml | $(PY)
+	@echo "make: installing the extras [$(EXTRAS_$*)] into $(VENV): $(WHY_$*)"
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS_$*)]'
+	$(AFTER_$*)
+	touch $@
+
+DEMO  := $(VENV)/.extras-demo
+DEV   := $(VENV)/.extras-dev
+BENCH := $(VENV)/.extras-bench
+
+# ---- targets -------------------------------------------------------------------------------
+setup: system-deps-demo $(DEMO)
 
 demo: setup
 	$(PY) -m s3commit_sdk.demo
 
-test: setup
+test: system-deps $(DEMO) $(DEV)
+	@echo "make test: the whole suite, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 30-35 minutes on 2 cores (make test-fast: about 2)"
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax \
 		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 # The in-process tests on moto, under 2 minutes: no Spark, cluster, browser, notebook or RGW, and
 # not the fault suite (its killed drivers and retry storms take minutes: `make faults`).
 FAST := not spark and not cluster and not browser and not notebook and not rgw and not slow
-test-fast: setup
+test-fast: setup $(DEV)
 	S3COMMIT_TEST_ENDPOINTS=moto $(PY) -m pytest -q -p no:cacheprovider tests \
 		-m "$(FAST) and not fault"
 
 # The correctness suite under injected faults (tests marked `fault`), printed as a matrix; it
 # also runs in `make test`.
-faults: setup
+faults: system-deps $(DEMO) $(DEV)
 	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix -m fault tests
 
-lint: setup
+lint: $(DEV)
 	$(VENV)/bin/ruff check s3commit_sdk tests bench
 	$(VENV)/bin/ruff format --check s3commit_sdk tests bench
 
-format: setup
+format: $(DEV)
 	$(VENV)/bin/ruff format s3commit_sdk tests bench
 	$(VENV)/bin/ruff check --fix s3commit_sdk tests bench
 
@@ -63,11 +137,11 @@ clean:
 
 # Benchmarks (bench/run.py), every scenario on Ceph RGW (the reference) and on moto: results JSON
 # in bench/results/, report + charts in bench/reports/ (full run) or bench/results/ (quick).
-bench: setup
+bench: system-deps-bench $(DEMO) $(BENCH)
 	$(PY) -m bench.run --full --report-dir bench/reports
 
-bench-quick: setup
+bench-quick: system-deps-bench $(DEMO) $(BENCH)
 	$(PY) -m bench.run --quick
 
-bench-commit: setup
+bench-commit: setup $(BENCH)
 	$(PY) -m bench.commit_compare

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,10 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from s3commit_sdk.errors import InvalidArgumentError
+from s3commit_sdk.testing.rgw import RGWServer
 from s3commit_sdk.testing.sandbox import S3Sandbox
 
 KERNEL = """
 import sys, time
+from s3commit_sdk.errors import InvalidArgumentError
+from s3commit_sdk.testing.rgw import RGWServer
 from s3commit_sdk.testing.sandbox import S3Sandbox
 
 sandbox = S3Sandbox(bucket="kernel").start()
@@ -131,6 +136,34 @@ def test_uploads_are_listed_with_the_moment_they_were_started():
     first, second = initiated["a/part-0.parquet"], initiated["a/part-1.parquet"]
     assert before - timedelta(seconds=2) <= first <= before + timedelta(seconds=2)
     assert second - first >= timedelta(seconds=1)
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    ["p", "ab", "Sandbox", "a" * 64, "-sandbox", "sandbox-", "my..bucket", "my_bucket", "10.0.0.1"],
+)
+@pytest.mark.parametrize("server", [S3Sandbox, RGWServer])
+def test_an_invalid_bucket_name_is_refused_before_anything_starts(server, bucket):
+    """`S3Sandbox(bucket="p")` gave a bare botocore error once the server was up."""
+    with pytest.raises(InvalidArgumentError, match="3 to 63 lowercase letters") as info:
+        server(bucket=bucket, export=False)  # the constructor: no server process yet
+    assert repr(bucket) in str(info.value)
+
+
+@pytest.mark.parametrize("bucket", ["abc", "a" * 63, "my.bucket-1", None, ""])
+def test_valid_bucket_names_and_none_are_accepted(bucket):
+    assert S3Sandbox(bucket=bucket, export=False).bucket == bucket
+
+
+def test_a_taken_port_is_refused_instead_of_using_the_server_there():
+    """With --port naming a busy port the sandbox took the other server's answer for its own."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        sandbox = S3Sandbox(bucket="taken", port=other.getsockname()[1], export=False)
+        with pytest.raises(RuntimeError, match="is taken"):
+            sandbox.start()
+    assert sandbox.process is None
 
 
 SPARK_START = """

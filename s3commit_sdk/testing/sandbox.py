@@ -10,24 +10,34 @@ afterwards see them), creates a bucket, and stops the server on exit. The server
 session of its own, so a notebook's Kernel > Interrupt does not kill it, and it is stopped by
 PID when the sandbox closes, when the Python process exits, or (by itself) when that process
 is killed.
+
+``python -m s3commit_sdk.testing.sandbox serve [--port N] [--bucket NAME] [--env-file PATH]``
+keeps one running for scripts, the ``s3commit`` CLI and papermill: it prints the environment
+that points them at it (``export`` lines) and writes it to ``PATH`` as ``KEY=value`` lines
+(``set -a; . PATH; set +a``), until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import os
+import re
+import shlex
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import boto3
 
+from ..errors import InvalidArgumentError
 from ..options import local_dir
 
 DUMMY_ENV = {
@@ -36,6 +46,29 @@ DUMMY_ENV = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+#: S3's bucket naming rules (Amazon S3 User Guide, "General purpose bucket naming rules"):
+#: 3 to 63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit,
+#: no '..', not shaped like an IP address.
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+
+
+def check_bucket_name(name: str) -> str:
+    """``name`` if S3 accepts it as a bucket name; else InvalidArgumentError naming the rules
+    (the server's own refusal is a bare botocore error)."""
+    if (
+        not isinstance(name, str)
+        or not _BUCKET_NAME.match(name)
+        or ".." in name
+        or _IP_ADDRESS.match(name)
+    ):
+        raise InvalidArgumentError(
+            f"bucket={name!r} is not a valid S3 bucket name: S3 wants 3 to 63 lowercase "
+            "letters, digits, '.' and '-', starting and ending with a letter or digit, "
+            "without '..' and not shaped like an IP address (e.g. bucket='sandbox')"
+        )
+    return name
 
 
 def wait_until_answers(url: str, process: subprocess.Popen, timeout_s: float, what: str) -> None:
@@ -77,8 +110,10 @@ class LocalS3Server:
 
     kind = ""
 
-    def __init__(self, bucket: str, port: int | None, export: bool) -> None:
-        self.bucket = bucket
+    def __init__(self, bucket: str | None, port: int | None, export: bool) -> None:
+        """``bucket``: created once the server answers (None or '': none); checked here,
+        before anything starts."""
+        self.bucket = check_bucket_name(bucket) if bucket else bucket
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.export = export
@@ -176,6 +211,7 @@ class S3Sandbox(LocalS3Server):
     def start(self) -> S3Sandbox:
         from .sandbox_server import PARENT_ENV
 
+        refuse_taken_port(self.port)
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.server_module, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
@@ -204,6 +240,96 @@ class S3Sandbox(LocalS3Server):
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+
+def refuse_taken_port(port: int) -> None:
+    """RuntimeError if something listens on 127.0.0.1:``port``: the sandbox would otherwise
+    take that server's answer for its own (and create its bucket there)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no listener
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise RuntimeError(f"port {port} on 127.0.0.1 is taken ({exc.strerror})") from None
+
+
+def describe(server: LocalS3Server) -> str:
+    bucket = f"s3://{server.bucket}" if server.bucket else "none"
+    return f"{server.kind} S3 endpoint {server.endpoint}, bucket {bucket}"
+
+
+def env_lines(env: Mapping[str, str]) -> list[str]:
+    """``KEY=value`` lines, quoted for a POSIX shell."""
+    return [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+
+
+def write_env_file(path: str, server: LocalS3Server) -> None:
+    """``server``'s environment as ``KEY=value`` lines, written whole: a script waiting for the
+    file never reads half of it."""
+    header = [
+        f"# {describe(server)}",
+        f"# into a shell: set -a; . {shlex.quote(path)}; set +a",
+    ]
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "w") as out:
+        out.write("\n".join([*header, *env_lines(server.env)]) + "\n")
+    os.replace(partial, path)
+
+
+def serve(server: LocalS3Server, env_file: str | None = None) -> None:
+    """Run ``server`` until Ctrl-C or SIGTERM: its environment printed as ``export`` lines and
+    written to ``env_file``, which is removed again before the server stops."""
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell's `cmd &` ignores it
+        signal.signal(signum, signal.default_int_handler)
+    try:
+        with server:
+            print("\n".join(f"export {line}" for line in env_lines(server.env)), flush=True)
+            if env_file:
+                write_env_file(env_file, server)
+            print(f"{describe(server)}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            finally:
+                if env_file:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(env_file)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m s3commit_sdk.testing.sandbox serve``: exit 0 once stopped, 1 if the server
+    could not start, 2 on bad arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m s3commit_sdk.testing.sandbox",
+        description="The sandbox's local S3 endpoint (moto) for scripts, the CLI and papermill.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser(
+        "serve",
+        help="run the endpoint on 127.0.0.1 until Ctrl-C or SIGTERM",
+        description="Run the sandbox's S3 endpoint on 127.0.0.1 until Ctrl-C or SIGTERM; print "
+        "the environment that points boto3, the s3commit CLI and papermill at it.",
+    )
+    serve_cmd.add_argument("--port", type=int, default=None, help="default: a free port")
+    serve_cmd.add_argument("--bucket", default="sandbox", help="bucket to create ('' for none)")
+    serve_cmd.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="also write the environment here as KEY=value lines (removed when it stops)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        server = S3Sandbox(bucket=args.bucket, port=args.port, export=False)
+    except InvalidArgumentError as exc:
+        serve_cmd.error(str(exc))
+    try:
+        serve(server, args.env_file)
+    except (RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def local_spark(
@@ -263,3 +389,7 @@ def _output_to(path: str) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for fd in (*saved, target):
             os.close(fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
