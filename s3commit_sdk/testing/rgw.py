@@ -20,7 +20,6 @@ import argparse
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,7 +28,7 @@ import urllib.request
 import uuid
 from typing import NoReturn
 
-from .sandbox import DUMMY_ENV, LocalS3Server, free_port
+from .sandbox import DUMMY_ENV, LocalS3Server, free_port, serve
 
 CEPH_PROGRAMS = ("monmaptool", "ceph-mon", "ceph", "ceph-osd", "radosgw", "radosgw-admin")
 MON_ID = "a"
@@ -319,21 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m s3commit_sdk.testing.rgw", description=__doc__)
     parser.add_argument("--bucket", default="sandbox", help="bucket to create ('' for none)")
     parser.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
+    parser.add_argument("--env-file", metavar="PATH", help="also write the environment here")
     args = parser.parse_args(argv)
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell's `cmd &` ignores it
-        signal.signal(signum, signal.default_int_handler)
-    started = time.monotonic()
-    with RGWServer(bucket=args.bucket, port=args.port, export=False) as server:
-        print(f"RGW S3 endpoint {server.endpoint} (started in {time.monotonic() - started:.1f} s)")
-        print(f"bucket: {server.bucket or '(none)'}; daemons: {server.pids}; data: {server.dir}")
-        for key, value in server.env.items():
-            print(f"export {key}={value}")
-        print("Ctrl-C to stop", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopping", flush=True)
+    serve(RGWServer(bucket=args.bucket, port=args.port, export=False), args.env_file)
 
 
 if __name__ == "__main__":
