@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -46,8 +47,10 @@ from .paths import (
 )
 from .progress import ProgressCallback, ProgressTracker, job_seconds
 from .protocol import JobContext
+from .python_decimals import python_decimals
 from .runner import execute_job
-from .sparktypes import check_schema
+from .schema_check import checked_job
+from .sparktypes import check_schema, file_schema
 from .store import S3Settings, open_store
 from .uploads import read_success
 from .writers import file_format
@@ -136,7 +139,10 @@ def write_committed(
     if connect:
         require_connect_support(df)
     conf = (connect_conf(df) if connect else spark_conf(df)) if spark else None
+    converting = time.monotonic()
     table = None if spark else _local_input(df)
+    # pandas -> Arrow can take seconds on a large frame: its own phase, before job setup
+    prepared = {} if spark else {"prepare_input": time.monotonic() - converting}
     job = new_job(
         path,
         committer=committer,
@@ -148,6 +154,7 @@ def write_committed(
         conf=conf,
         credentials_provider=credentials_provider,
     )
+    job = checked_job(job)  # reads the destination: after every argument is checked
     tracker = ProgressTracker(make_listener(progress, f"s3commit write to {job.location.url()}"))
     if connect:
         run_tasks = partial(run_connect_tasks, df)
@@ -156,8 +163,8 @@ def write_committed(
     else:
         run_tasks = partial(run_local_tasks, table)
     try:
-        outcome = execute_job(job, run_tasks, tracker)
-    except S3CommitError as exc:
+        outcome = execute_job(job, run_tasks, tracker, before=prepared)
+    except (S3CommitError, KeyboardInterrupt) as exc:
         raise for_humans(exc)  # noqa: B904 (the chain is what for_humans decides on)
     return WriteResult(
         job_id=job.job_id,
@@ -239,6 +246,7 @@ def new_job(
     case_sensitive = (conf or {}).get("spark.sql.caseSensitive", "false").lower() == "true"
     check_schema(schema, columns, file_format(format), case_sensitive)
     table = delta_table_schema(schema, columns, committer) if format == "delta" else None
+    data = file_schema(pa.schema([f for f in schema if f.name not in columns]))
     return JobContext(
         location=location,
         committer=committer,
@@ -248,13 +256,14 @@ def new_job(
         options=resolved,
         settings=S3Settings.resolve(resolved, provider=credentials_provider),
         table_schema=table,
+        data_schema=data,
     )
 
 
 def _local_input(df: Any):
     """pandas or Arrow input in canonical types, or a typed error naming what was passed."""
     try:
-        return to_arrow(df)
+        return python_decimals(df, to_arrow(df))
     except InvalidArgumentError:
         raise
     except (TypeError, ValueError, pa.ArrowException) as exc:

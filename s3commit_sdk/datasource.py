@@ -53,6 +53,7 @@ from .paths import S3Location, parse_s3_url
 from .protocol import JobContext, TaskCommit
 from .runner import abort_job, commit_job, setup_job, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
+from .schema_check import checked_job
 from .store import S3Settings
 
 NAME = "s3commit"
@@ -90,6 +91,7 @@ class S3CommitDataSource(DataSource):
         job = write_job(self.options, arrow, overwrite)
         started = time.time()
         with crossing_spark():  # in a Python worker: the typed error must survive Spark
+            job = checked_job(job)
             setup_job(job)
         now = time.time()
         return S3CommitWriter(job, arrow, now - started, now)

@@ -26,8 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import re
+import traceback
+import types
 from collections.abc import Iterator
+from functools import partial
+from typing import TypeVar
 
 
 class S3CommitError(Exception):
@@ -35,11 +41,17 @@ class S3CommitError(Exception):
 
     ``engine_error`` is the Spark (Java / py4j) error this one sums up, when there is one: it is
     kept here instead of being chained, so a notebook shows the cause's line and the remedy
-    rather than the JVM's stack traces. With the ``s3commit_sdk`` logger at DEBUG it stays
-    chained as well (see :func:`for_humans`).
+    rather than the JVM's stack traces. With the ``s3commit_sdk`` logger at DEBUG (or
+    ``S3COMMIT_TRACEBACK=full``) it stays chained as well (see :func:`for_humans`).
+
+    In IPython (notebooks, papermill) the error is shown without the SDK's own frames, its
+    notes before its line (:func:`notebook_traceback`).
     """
 
     engine_error: BaseException | None = None
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for what a cell shows
+        return notebook_traceback(self)
 
     def __init__(
         self,
@@ -108,6 +120,30 @@ class ConflictError(S3CommitError):
     """The destination (or a partition of it) holds data and the conflict mode is ``fail``."""
 
 
+class SchemaMismatchError(InvalidArgumentError):
+    """The data does not fit the files the destination keeps beside the job's: written, they
+    could not be read together. Raised before anything is uploaded.
+
+    ``column``: the column (None: the column list as a whole); ``destination_type`` and
+    ``data_type``: its type in the destination's files and in the data, as Spark names types
+    (or the column lists).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        column: str | None = None,
+        destination_type: str | None = None,
+        data_type: str | None = None,
+        **fields: str | None,
+    ) -> None:
+        super().__init__(message, **fields)
+        self.column = column
+        self.destination_type = destination_type
+        self.data_type = data_type
+
+
 class CommitError(S3CommitError):
     """Job commit failed. The message says what became visible and how to recover."""
 
@@ -149,26 +185,98 @@ def _is_engine_error(exc: BaseException) -> bool:
     return type(exc).__module__.split(".")[0] in ("py4j", "pyspark")
 
 
-def for_humans(error: S3CommitError) -> S3CommitError:
-    """``error`` with the Spark error in its chain moved to ``engine_error`` (unless DEBUG).
+_Raised = TypeVar("_Raised", bound=BaseException)
+
+#: ``full``: IPython shows the SDK's own frames and its errors' causes (as it does with the
+#: ``s3commit_sdk`` logger at DEBUG); unset or anything else: they are left out.
+TRACEBACK_ENV = "S3COMMIT_TRACEBACK"
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def full_tracebacks() -> bool:
+    """Whether the SDK's frames and its errors' causes are asked for: ``S3COMMIT_TRACEBACK=full``
+    or the ``s3commit_sdk`` logger at DEBUG."""
+    if os.environ.get(TRACEBACK_ENV, "").strip().lower() == "full":
+        return True
+    return logging.getLogger("s3commit_sdk").isEnabledFor(logging.DEBUG)
+
+
+def for_humans(error: _Raised) -> _Raised:
+    """``error`` as a write raises it to its caller.
 
     Spark wraps a task's failure in Java exceptions whose text holds every stack trace; chained,
     a notebook prints all of it (a conflict once took 186 lines). Our message already carries
-    the cause's line and the remedy.
+    the cause's line and the remedy, so the Spark error in the chain moves to ``engine_error``
+    (unless :func:`full_tracebacks`). An interrupt is shown as our errors are
+    (:func:`notebook_traceback`).
     """
-    import logging
-
+    if not isinstance(error, S3CommitError):
+        error._render_traceback_ = partial(notebook_traceback, error)  # type: ignore[attr-defined]
+        return error
     cause = error.__cause__ or error.__context__
     if cause is None or not _is_engine_error(cause):
         return error
     error.engine_error = cause
-    if not logging.getLogger("s3commit_sdk").isEnabledFor(logging.DEBUG):
+    if not full_tracebacks():
         error.__cause__, error.__suppress_context__ = None, True
         error.add_note(
-            "s3commit: Spark's own error is in this error's .engine_error (set the "
-            "s3commit_sdk logger to DEBUG to have it chained here)"
+            "s3commit: Spark's own error is in this error's .engine_error "
+            f"({TRACEBACK_ENV}=full, or the s3commit_sdk logger at DEBUG, chains it here)"
         )
     return error
+
+
+def notebook_traceback(error: BaseException) -> list[str]:
+    """What IPython shows for ``error`` (its ``_render_traceback_``).
+
+    The caller's frames down to its call into the SDK, then the error's notes (what the SDK
+    did, what is left), then the error's own line, last: the line a papermill run or a
+    scheduler's log ends with. The SDK's frames, the libraries' frames below them and the
+    error's causes are left out, unless :func:`full_tracebacks`.
+    """
+    shell = _ipython()
+    if full_tracebacks():
+        if shell is None:
+            return traceback.format_exception(error)
+        return shell.InteractiveTB.structured_traceback(type(error), error, error.__traceback__)
+    bare = BaseException.__new__(type(error))  # the class and message: no chain, no notes
+    bare.args = error.args
+    callers, hidden = _callers_frames(error.__traceback__)
+    if shell is None:
+        lines = traceback.format_exception(type(error), bare, callers)
+    else:
+        lines = shell.InteractiveTB.structured_traceback(type(error), bare, callers)
+    notes = [str(note) for note in getattr(error, "__notes__", ())]
+    if hidden and not any(TRACEBACK_ENV in note for note in notes):
+        notes.append(
+            f"s3commit: the SDK's own frames are not shown ({TRACEBACK_ENV}=full, or the "
+            "s3commit_sdk logger at DEBUG, shows them)"
+        )
+    return [*lines[:-1], *notes, lines[-1]]
+
+
+def _ipython():
+    """The running IPython shell, or None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _callers_frames(tb: types.TracebackType | None) -> tuple[types.TracebackType | None, int]:
+    """The traceback's frames before the first one inside the SDK; how many are left out."""
+    kept: list[types.TracebackType] = []
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(_SDK_DIR):
+        kept.append(tb)
+        tb = tb.tb_next
+    hidden = 0
+    while tb is not None:
+        hidden, tb = hidden + 1, tb.tb_next
+    head = None
+    for entry in reversed(kept):
+        head = types.TracebackType(head, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return head, hidden
 
 
 #: The envelope's line in a traceback: the prefix, then one JSON object.

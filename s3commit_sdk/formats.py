@@ -292,6 +292,9 @@ _SUCCESS_FIELDS: tuple[tuple[str, str, Callable[[Any], bool]], ...] = (
     ("completionChecks", "completion_checks", _map_of(_is_int)),
 )
 _SUCCESS_ATTRS = {key: attr for key, attr, _ in _SUCCESS_FIELDS}
+#: written when known, absent from documents of older versions and of recovered commits:
+#: the data files' columns, as Spark's JSON schema (``StructType.jsonValue``)
+_SUCCESS_SCHEMA = "schema"
 
 
 @dataclass
@@ -333,9 +336,12 @@ class SuccessDocument(Mapping[str, Any]):
     completion_checks: dict[str, int]
     success: bool = True
     table: dict[str, Any] = field(default_factory=dict)
+    #: the data files' columns (partition columns excluded) as Spark's JSON schema; None in
+    #: documents that do not record it (older versions, recovered commits)
+    schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        shadowed = sorted(set(self.table) & ({"name"} | set(_SUCCESS_ATTRS)))
+        shadowed = sorted(set(self.table) & ({"name", _SUCCESS_SCHEMA} | set(_SUCCESS_ATTRS)))
         if shadowed:
             raise ValueError(f"table fields {shadowed} would replace _SUCCESS fields")
 
@@ -350,7 +356,8 @@ class SuccessDocument(Mapping[str, Any]):
     def from_dict(cls, raw: Mapping[str, Any]) -> SuccessDocument:
         """A parsed ``_SUCCESS``; any key missing or of the wrong shape is a typed error.
 
-        Keys beyond ours are a table format's (:attr:`table`), kept as they are.
+        Keys beyond ours are a table format's (:attr:`table`), kept as they are; ``schema``
+        alone may be absent (documents of older versions lack it).
         """
         _require(
             isinstance(raw, Mapping) and raw.get("name") == SUCCESS_NAME,
@@ -366,16 +373,22 @@ class SuccessDocument(Mapping[str, Any]):
             raise PendingSetError(f"_SUCCESS names a bad destination: {exc}") from exc
         values = {a: copy.deepcopy(raw[k]) for k, a in _SUCCESS_ATTRS.items() if k != "files"}
         values["files"] = [CommittedFile.from_dict(f, location) for f in raw["files"]]
-        table = {
-            k: copy.deepcopy(v) for k, v in raw.items() if k != "name" and k not in _SUCCESS_ATTRS
-        }
-        return cls(**values, table=table)
+        schema = raw.get(_SUCCESS_SCHEMA)
+        _require(
+            schema is None or (isinstance(schema, dict) and schema.get("type") == "struct"),
+            f"_SUCCESS has a malformed {_SUCCESS_SCHEMA}: {schema!r:.200}",
+        )
+        ours = {"name", _SUCCESS_SCHEMA, *_SUCCESS_ATTRS}
+        table = {k: copy.deepcopy(v) for k, v in raw.items() if k not in ours}
+        return cls(**values, table=table, schema=copy.deepcopy(schema))
 
     # -- the JSON view ---------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
         """The value ``to_dict()`` has under ``key`` (a copy: changing it changes nothing)."""
         if key == "name":
             return SUCCESS_NAME
+        if key == _SUCCESS_SCHEMA and self.schema is not None:
+            return copy.deepcopy(self.schema)
         attr = _SUCCESS_ATTRS.get(key)
         if attr is None:
             return copy.deepcopy(self.table[key])
@@ -386,10 +399,12 @@ class SuccessDocument(Mapping[str, Any]):
     def __iter__(self) -> Iterator[str]:
         yield "name"
         yield from _SUCCESS_ATTRS
+        if self.schema is not None:
+            yield _SUCCESS_SCHEMA
         yield from self.table
 
     def __len__(self) -> int:
-        return 1 + len(_SUCCESS_ATTRS) + len(self.table)
+        return 1 + len(_SUCCESS_ATTRS) + (self.schema is not None) + len(self.table)
 
 
 def parse_success(body: bytes) -> SuccessDocument | None:

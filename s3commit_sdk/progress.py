@@ -31,9 +31,15 @@ STEP_TITLES = {
 }
 
 
+#: The phases that add up to a write's duration (``_SUCCESS`` durations, ``WriteResult``);
+#: ``prepare_input`` is the conversion of pandas input to Arrow, before job setup.
+DURATION_PHASES = ("prepare_input", "job_setup", "tasks", "job_commit")
+
+
 def job_seconds(phases: Mapping[str, float]) -> float:
-    """A job's duration as every view shows it: job setup + tasks + job commit (``_SUCCESS``)."""
-    return sum(phases.get(p, 0.0) for p in ("job_setup", "tasks", "job_commit"))
+    """A write's duration as every view shows it: input conversion (pandas) + job setup +
+    tasks + job commit."""
+    return sum(phases.get(p, 0.0) for p in DURATION_PHASES)
 
 
 @dataclass(frozen=True)
@@ -229,11 +235,12 @@ class ProgressTracker:
         }
 
     def _publish(self) -> None:
-        """Deliver the latest state (never an older one after a newer: one delivery at a time)."""
+        """Deliver the latest state (never an older one after a newer: one delivery at a time),
+        with no more tasks running than are left (:func:`_bounded`)."""
         with self._delivering:
             listener = self._listener
             with self._lock:
-                event = self.state
+                event = self.state = _bounded(self.state)
                 self._published = time.monotonic()
             if listener is None:
                 return
@@ -241,6 +248,18 @@ class ProgressTracker:
                 listener(event)
             except Exception:
                 self._listener = None
+
+
+def _bounded(event: ProgressEvent) -> ProgressEvent:
+    """No more tasks running than are left to finish.
+
+    Sources lag each other: Spark's status store still counts a task active after its result
+    (and accumulator) made it finished, which once read "2 / 4 tasks, 3 running" on local[2].
+    """
+    if event.tasks_total is None:
+        return event
+    left = max(event.tasks_total - event.tasks_done, 0)
+    return event if event.tasks_running <= left else replace(event, tasks_running=left)
 
 
 def status_line(title: str, event: ProgressEvent) -> str:
@@ -254,7 +273,10 @@ def status_line(title: str, event: ProgressEvent) -> str:
     if event.phase == "failed":
         failure = event.failure
         word = "INTERRUPTED" if failure and failure.interrupted else "FAILED"
-        return f"{title}: {word} after {seconds(event.elapsed_s)}"
+        line = f"{title}: {word} after {seconds(event.elapsed_s)}"
+        if failure is not None and not failure.interrupted:  # the cause on the line itself
+            line += f": {failure.error}: {failure.reason.splitlines()[0][:200]}"
+        return line
     total = "?" if event.tasks_total is None else event.tasks_total
     rows = count(event.rows) + (f" of {count(event.rows_total)}" if event.rows_total else "")
     return (
@@ -267,24 +289,29 @@ def status_line(title: str, event: ProgressEvent) -> str:
 class TextProgress:
     """Lines of text for runs nobody watches live (papermill, nbconvert, logs, no terminal).
 
-    A line at every phase change and every ``interval`` seconds while tasks run, and a final
-    summary line; a failure adds what happened and what is left, one fact per line.
+    A line at every phase change; while a phase runs, a line when what it counts (tasks, rows,
+    files, bytes) has changed since the last line, at most one per ``interval`` seconds; and
+    a final summary line. A failure adds what happened and what is left, one fact per line.
     """
 
     def __init__(
-        self, title: str = "s3commit write", stream: TextIO | None = None, interval: float = 10.0
+        self, title: str = "s3commit write", stream: TextIO | None = None, interval: float = 5.0
     ) -> None:
         self.title = title
         self.stream = stream
         self.interval = interval
         self._phase = ""
+        self._counts: tuple[int | None, ...] = ()
         self._written = -interval
 
     def __call__(self, event: ProgressEvent) -> None:
         now = time.monotonic()
-        if event.phase == self._phase and now - self._written < self.interval:
+        counts = _counts(event)
+        if event.phase == self._phase and (
+            counts == self._counts or now - self._written < self.interval
+        ):
             return
-        previous, self._phase, self._written = self._phase, event.phase, now
+        previous, self._phase, self._counts, self._written = self._phase, event.phase, counts, now
         self.write(event, previous)
 
     def write(self, event: ProgressEvent, previous_phase: str) -> None:
@@ -293,6 +320,18 @@ class TextProgress:
         if event.phase == "failed" and event.failure is not None:
             lines += [f"  {line}" for line in event.failure.lines(previous_phase)]
         print("\n".join(lines), file=self.stream or sys.stderr, flush=True)
+
+
+def _counts(event: ProgressEvent) -> tuple[int | None, ...]:
+    """What a text line reports besides the time: a line repeating these says nothing new."""
+    return (
+        event.tasks_done,
+        event.tasks_total,
+        event.tasks_running,
+        event.files,
+        event.bytes,
+        event.rows,
+    )
 
 
 class TqdmProgress:

@@ -40,6 +40,11 @@ class JobContext:
     job_id_source: str = "generated"
     #: the table's schema for a table format (Delta's schemaString); None for plain files
     table_schema: str | None = None
+    #: the data columns (partition columns excluded) as the job's files hold them: the input's
+    #: types, widened to the destination's where its schema check widened them
+    #: (:mod:`.schema_check`); recorded in ``_SUCCESS``. None: unknown (a job rebuilt from its
+    #: journal), the input's types are written
+    data_schema: pa.Schema | None = None
 
     @classmethod
     def on_s3(

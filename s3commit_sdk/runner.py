@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -156,14 +156,20 @@ def resume_commit(job: JobContext, journal: Journal) -> JobOutcome:
 
 
 def execute_job(
-    job: JobContext, run_tasks: RunTasks, progress: ProgressTracker | None = None
+    job: JobContext,
+    run_tasks: RunTasks,
+    progress: ProgressTracker | None = None,
+    before: Mapping[str, float] | None = None,
 ) -> JobOutcome:
-    """Set up, run every task through the engine, then commit, or abort and raise typed."""
+    """Set up, run every task through the engine, then commit, or abort and raise typed.
+
+    ``before``: phases the write spent before job setup (``prepare_input``: pandas to Arrow),
+    timed into ``_SUCCESS`` with the job's own."""
 
     tracker = progress or ProgressTracker(None)
     try:
         with driving(job):
-            outcome = _execute(job, run_tasks, tracker, make_committer(job))
+            outcome = _execute(job, run_tasks, tracker, make_committer(job), dict(before or {}))
     except BaseException as exc:
         if tracker.active:  # one listing of what the job left, for those who watch
             tracker.failed(failure_of(exc, job))
@@ -176,8 +182,13 @@ def execute_job(
     return outcome
 
 
-def _execute(job: JobContext, run_tasks: RunTasks, tracker: ProgressTracker, committer):
-    phases: dict[str, float] = {}
+def _execute(
+    job: JobContext,
+    run_tasks: RunTasks,
+    tracker: ProgressTracker,
+    committer,
+    phases: dict[str, float],
+):
     started = time.monotonic()
     tracker.update(phase="setup")
     committer.setup_job()

@@ -187,8 +187,8 @@ def file_schema(store: S3Store, listing: Listing) -> pa.Schema:
     if listing.format == "orc":
         return paorc.ORCFile(source).schema
     if listing.format == "csv":  # no header, as Spark writes it: _c0, _c1, ... as strings
-        line = source.read(first.size).split(b"\n", 1)[0]
-        count = len(pacsv.read_csv(io.BytesIO(line), _csv_read(None)).schema)
+        line = source.read(first.size).split(b"\n", 1)[0] + b"\n"  # a record ends in one
+        count = len(pacsv.read_csv(io.BytesIO(line), *_csv_read(None)).schema)
         return pa.schema([(f"_c{i}", pa.string()) for i in range(count)])
     inferred = pajson.read_json(source).schema
     # Spark's JSON inference keeps timestamps and dates as strings; nulls-only fields too

@@ -8,6 +8,8 @@ type PySpark's ``to_arrow_type`` gives for the Spark type that Spark's readers w
 from __future__ import annotations
 
 import datetime
+import re
+from typing import Any
 
 import pyarrow as pa
 
@@ -242,3 +244,163 @@ def _is_partitionable(t: pa.DataType) -> bool:
 
 def _refused(where: str, arrow_type: pa.DataType, why: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"cannot write column {where} of type {arrow_type}: {why}")
+
+
+# -- Spark's names for the canonical types: its JSON schema form and its type names ------------
+#: canonical Arrow type -> (Spark's JSON name, Spark's simpleString)
+_SPARK_NAMES = {
+    pa.null(): ("null", "void"),
+    pa.bool_(): ("boolean", "boolean"),
+    pa.int8(): ("byte", "tinyint"),
+    pa.int16(): ("short", "smallint"),
+    pa.int32(): ("integer", "int"),
+    pa.int64(): ("long", "bigint"),
+    pa.float32(): ("float", "float"),
+    pa.float64(): ("double", "double"),
+    pa.string(): ("string", "string"),
+    pa.binary(): ("binary", "binary"),
+    pa.date32(): ("date", "date"),
+}
+_FROM_SPARK_JSON = {json_name: t for t, (json_name, _) in _SPARK_NAMES.items()}
+_SPARK_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_SPARK_TEXT = re.compile(r"(?:var)?char\(\d+\)")
+
+
+def spark_json_schema(schema: pa.Schema) -> dict[str, Any]:
+    """``schema`` in Spark's JSON schema form (``StructType.jsonValue``), as ``_SUCCESS`` and
+    Spark's own Parquet files record it; types are taken canonical, in the file form."""
+    return _spark_json(pa.struct(list(file_schema(schema))))
+
+
+def _spark_json(t: pa.DataType) -> str | dict[str, Any]:
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        return {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": f.name,
+                    "type": _spark_json(f.type),
+                    "nullable": f.nullable,
+                    "metadata": {},
+                }
+                for f in fields
+            ],
+        }
+    if pa.types.is_list(t):
+        return {
+            "type": "array",
+            "elementType": _spark_json(t.value_type),
+            "containsNull": t.value_field.nullable,
+        }
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "keyType": _spark_json(t.key_type),
+            "valueType": _spark_json(t.item_type),
+            "valueContainsNull": t.item_field.nullable,
+        }
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    return _SPARK_NAMES[t][0]
+
+
+def arrow_of_spark_json(node: Any) -> pa.Schema:
+    """The file-form Arrow schema of a Spark JSON schema (:func:`spark_json_schema`);
+    ValueError for a type this SDK does not write (intervals, variants, collations)."""
+    struct = _arrow_type(node)
+    if not pa.types.is_struct(struct):
+        raise ValueError(f"not a Spark struct schema: {node!r:.200}")
+    return pa.schema([struct.field(i) for i in range(struct.num_fields)])
+
+
+def _arrow_type(node: Any) -> pa.DataType:
+    if isinstance(node, str):
+        if node in _FROM_SPARK_JSON:
+            return _FROM_SPARK_JSON[node]
+        if node in ("timestamp", "timestamp_ntz"):
+            return pa.timestamp("us", "UTC" if node == "timestamp" else None)
+        decimal = _SPARK_DECIMAL.fullmatch(node)
+        if decimal:
+            return pa.decimal128(int(decimal[1]), int(decimal[2]))
+        if _SPARK_TEXT.fullmatch(node):
+            return pa.string()
+        raise ValueError(f"Spark type {node!r} is not one this SDK writes")
+    if not isinstance(node, dict):
+        raise ValueError(f"not a Spark type: {node!r:.200}")
+    kind = node.get("type")
+    if kind == "struct":
+        return pa.struct(
+            [
+                pa.field(f["name"], _arrow_type(f["type"]), bool(f.get("nullable", True)))
+                for f in node["fields"]
+            ]
+        )
+    if kind == "array":
+        element = _arrow_type(node["elementType"])
+        return pa.list_(pa.field("element", element, bool(node.get("containsNull", True))))
+    if kind == "map":
+        key = pa.field("key", _arrow_type(node["keyType"]), False)
+        value = _arrow_type(node["valueType"])
+        return pa.map_(key, pa.field("value", value, bool(node.get("valueContainsNull", True))))
+    raise ValueError(f"Spark type {node!r:.200} is not one this SDK writes")
+
+
+def spark_type_name(t: pa.DataType) -> str:
+    """The type as Spark names it (``simpleString``): ``decimal(3,2)``, ``array<bigint>``."""
+    t = canonical_type(t, "UTC", "")
+    if pa.types.is_struct(t):
+        fields = (t.field(i) for i in range(t.num_fields))
+        return "struct<" + ",".join(f"{f.name}:{spark_type_name(f.type)}" for f in fields) + ">"
+    if pa.types.is_list(t):
+        return f"array<{spark_type_name(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"map<{spark_type_name(t.key_type)},{spark_type_name(t.item_type)}>"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    return _SPARK_NAMES[t][1]
+
+
+def widened_schema(schema: pa.Schema, target: pa.Schema | None) -> pa.Schema:
+    """``schema`` with the decimals, integers and floats of each column ``target`` names at
+    ``target``'s width: the types the destination's files hold, where the job's check
+    (:mod:`.schema_check`) widened them. Every other type stays ``schema``'s (a timestamp
+    keeps its zone, which decides how CSV and JSON render it)."""
+    if target is None:
+        return schema
+    names = set(target.names)
+    return pa.schema(
+        [
+            f.with_type(_widened(f.type, target.field(f.name).type)) if f.name in names else f
+            for f in schema
+        ]
+    )
+
+
+def _widened(have: pa.DataType, want: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        wanted = {want.field(i).name: want.field(i).type for i in range(want.num_fields)}
+        fields = (have.field(i) for i in range(have.num_fields))
+        return pa.struct(
+            [
+                f.with_type(_widened(f.type, wanted[f.name])) if f.name in wanted else f
+                for f in fields
+            ]
+        )
+    if pa.types.is_list(have) and pa.types.is_list(want):
+        item = have.value_field
+        return pa.list_(item.with_type(_widened(item.type, want.value_type)))
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        key, item = have.key_field, have.item_field
+        return pa.map_(
+            key.with_type(_widened(key.type, want.key_type)),
+            item.with_type(_widened(item.type, want.item_type)),
+        )
+    for same_kind in (pa.types.is_decimal, pa.types.is_integer, pa.types.is_floating):
+        if same_kind(have) and same_kind(want):
+            return want
+    return have

@@ -16,6 +16,7 @@ from typing import Any
 from .errors import InvalidArgumentError, StoreError
 from .formats import SuccessDocument, parse_success
 from .paths import SUCCESS_MARKER, parse_s3_url, partition_dir
+from .progress import DURATION_PHASES
 from .store import PendingUploadInfo, S3Store, open_store
 from .textformat import format_bytes
 
@@ -302,8 +303,65 @@ def partition_totals(files: Iterable[Mapping[str, Any]], root: str) -> list[dict
     return [totals[name] for name in sorted(totals)]
 
 
-def format_success(doc: dict[str, Any] | None) -> str:
-    """A plain-text summary of a ``_SUCCESS`` document, one table per concern."""
+#: the phases a write's duration adds up from (``progress.job_seconds``); every other phase is
+#: timed inside one of them
+JOB_PHASES = DURATION_PHASES
+#: the parts of ``tasks``: its wall time split as the tasks spent theirs (runner.split_task_phase)
+TASK_PHASE_PARTS = ("task_write", "task_commit")
+#: the part of job commit timed in no phase of its own (marker, journal, _SUCCESS, ...)
+OTHER_STEPS = "other steps"
+#: what a ``taskDurations`` value is, beside the ``tasks`` phase
+TASK_TIME_NOTE = (
+    "each task's own time, from its first row to its task commit; the tasks phase is the wall "
+    "time of all of them, run side by side on the engine's slots, with the engine's scheduling "
+    "and the start of its workers"
+)
+
+PhaseTree = list[tuple[str, float, list[tuple[str, float]]]]
+
+
+def phase_tree(durations: Mapping[str, float]) -> PhaseTree:
+    """The write's phases (:data:`JOB_PHASES`), each with the phases timed inside it.
+
+    The parts of a phase add up to it: job commit's end with :data:`OTHER_STEPS`, the time of
+    its steps that no phase times. A part whose phase was not recorded stands on its own.
+    """
+    parts: dict[str, list[tuple[str, float]]] = {name: [] for name in JOB_PHASES}
+    alone: list[tuple[str, float]] = []
+    for name, seconds in durations.items():
+        if name in JOB_PHASES:
+            continue
+        phase = "tasks" if name in TASK_PHASE_PARTS else "job_commit"
+        (parts[phase] if phase in durations else alone).append((name, float(seconds)))
+    commit_parts = parts["job_commit"]
+    if commit_parts:
+        rest = float(durations["job_commit"]) - sum(seconds for _, seconds in commit_parts)
+        if rest >= 0.0005:  # what rounds to 0.000 is not a step
+            commit_parts.append((OTHER_STEPS, rest))
+    tree = [(name, float(durations[name]), parts[name]) for name in JOB_PHASES if name in durations]
+    return tree + [(name, seconds, []) for name, seconds in alone]
+
+
+def _sum_text(parts: Iterable[tuple[str, float]]) -> str:
+    return " + ".join(f"{name}={seconds:.3f}" for name, seconds in parts)
+
+
+def replaced_text(doc: Mapping[str, Any]) -> str:
+    """What the job replaced: the objects it deleted, or, for Delta, the files its transaction
+    removed from the table (a Delta replace deletes no object: they stay for time travel)."""
+    if "deltaVersion" in doc:
+        removed, version = doc.get("deltaRemovedFiles", 0), doc["deltaVersion"]
+        by = f"the Delta transaction of version {version}"
+        return f"{removed} files (removed from the table by {by}; no object deleted)"
+    return f"{doc.get('replacedObjects', 0)} objects"
+
+
+def format_success(doc: Mapping[str, Any] | None) -> str:
+    """A plain-text summary of a ``_SUCCESS`` document, one table per concern.
+
+    Phases are shown as they nest: the job's duration is setup + tasks + job commit, and each
+    of those is the sum of its parts. Task durations are each task's own time, said as such.
+    """
     if doc is None:
         return "_SUCCESS is a 0-byte file: the classic committer ran; it records nothing else."
     lines = [
@@ -311,7 +369,7 @@ def format_success(doc: dict[str, Any] | None) -> str:
         f"destination   {doc.get('destination', '?')}",
         f"conflict mode {doc.get('conflictMode', '?')}   format {doc.get('format', '?')}",
         f"committed     {len(doc.get('files', []))} files, {doc.get('rows', 0)} rows, "
-        f"{format_bytes(doc.get('bytes', 0))}; replaced {doc.get('replacedObjects', 0)} objects",
+        f"{format_bytes(doc.get('bytes', 0))}; replaced {replaced_text(doc)}",
         "",
         f"{'partition':<40} {'files':>5} {'rows':>10} {'bytes':>12}",
     ]
@@ -319,10 +377,16 @@ def format_success(doc: dict[str, Any] | None) -> str:
         lines.append(
             f"{row['partition']:<40} {row['files']:>5} {row['rows']:>10} {row['bytes']:>12}"
         )
-    lines += [
-        "",
-        "phase durations (s): "
-        + ", ".join(f"{k}={v:.3f}" for k, v in doc.get("durations", {}).items()),
-    ]
+    tree = phase_tree(doc.get("durations", {}))
+    total = sum(seconds for _, seconds, _ in tree)
+    phases = f"{_sum_text((n, s) for n, s, _ in tree)} = {total:.3f}" if tree else "none recorded"
+    lines += ["", f"phase durations (s): {phases}"]
+    lines += [f"  {name}={sec:.3f} = {_sum_text(parts)}" for name, sec, parts in tree if parts]
+    tasks = [float(v) for v in doc.get("taskDurations", {}).values()]
+    if any(tasks):  # a resumed commit records 0 for tasks it did not see run
+        lines.append(
+            f"task durations (s): {len(tasks)} tasks, {min(tasks):.3f} to {max(tasks):.3f} "
+            f"each, {sum(tasks):.3f} in all: {TASK_TIME_NOTE}"
+        )
     lines.append("requests: " + ", ".join(f"{k}={v}" for k, v in doc.get("requests", {}).items()))
     return "\n".join(lines)

@@ -18,7 +18,13 @@ from .errors import InvalidArgumentError, TaskCancelledError
 from .paths import check_key, partition_dir, partition_value_text
 from .protocol import JobContext, OutputSink, TaskAttemptContext, WrittenFile
 from .sparktext import CsvWriter, JsonLinesWriter
-from .sparktypes import canonical_schema, check_orc_values, conform, file_schema
+from .sparktypes import (
+    canonical_schema,
+    check_orc_values,
+    conform,
+    file_schema,
+    widened_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +221,12 @@ def _scalar(column: pa.Array, row: int) -> object:
     return value
 
 
+def _write_schema(schema: pa.Schema, job: JobContext) -> pa.Schema:
+    """The canonical types (sparktypes), at the widths of the destination's files where the
+    job's schema check widened a column (``job.data_schema``)."""
+    return widened_schema(canonical_schema(schema), job.data_schema)
+
+
 def write_task_output(
     job: JobContext,
     task: TaskAttemptContext,
@@ -239,12 +251,12 @@ def write_task_output(
                     f"{task.attempt_id} stopped after {writer.rows} rows: its engine cancelled it"
                 )
             if batch.schema not in canonical:
-                canonical[batch.schema] = canonical_schema(batch.schema)
+                canonical[batch.schema] = _write_schema(batch.schema, job)
             schema = canonical[batch.schema]
             writer.write(conform(batch, schema))
             handle.report(writer.rows, writer.written)
         if writer.is_empty and task.partition == 0 and not job.partition_by and schema:
-            writer.write_empty(canonical_schema(schema))
+            writer.write_empty(_write_schema(schema, job))
     except BaseException:
         writer.abort()
         raise

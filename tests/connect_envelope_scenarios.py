@@ -16,17 +16,17 @@ FIELDS = ("destination", "job_id", "visible", "remedy")
 
 def main(spec: dict) -> dict:
     import pyarrow as pa
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     import s3commit_sdk
     from s3commit_sdk import CommitError, S3CommitError, write_committed
     from s3commit_sdk.errors import crossing_spark, from_spark
+    from s3commit_sdk.testing.sandbox import local_spark
 
     base = spec["base"]
     bucket, prefix = base.removeprefix("s3://").split("/", 1)
-    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    spark = local_spark("local[2]", connect=True)
     s3commit_sdk.register(spark)
     outcomes: dict[str, dict] = {}
 

@@ -10,6 +10,7 @@ checks of the S3 state are the test's own.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import sys
@@ -32,20 +33,16 @@ def as_text(row: dict) -> tuple:
 
 
 def main(spec: dict) -> dict:
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType
 
     import s3commit_sdk
     from s3commit_sdk import read_result, write_committed
+    from s3commit_sdk.testing.sandbox import local_spark
 
     base = spec["base"]
-    spark = (
-        SparkSession.builder.remote("local[2]")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    # the JVM's output (start-up warnings, failed tasks' stack traces) goes to its log file
+    spark = local_spark("local[2]", connect=True)
     results: dict[str, dict] = {}
 
     def scenario(name: str, action) -> None:
@@ -99,6 +96,32 @@ def main(spec: dict) -> dict:
 
     for committer in COMMITTERS:
         scenario(f"wc-{committer}", lambda c=committer: with_events(c))
+
+    def with_every_view():
+        """Rows in the events, the text log (a line per change) and the panel's summary."""
+        from s3commit_sdk.progress import TextProgress
+        from s3commit_sdk.widgets import CommitProgress
+
+        stream, events, panel = io.StringIO(), [], CommitProgress()
+        text = TextProgress("connect", stream, interval=0)
+
+        def every_view(event):
+            events.append(event)
+            text(event)
+            panel(event)
+
+        result = write_committed(frame(), f"{base}/wc-views", progress=every_view)
+        return {
+            "rows": result.rows,
+            "files": len(result.files),
+            "events": [
+                [e.phase, e.tasks_done, e.tasks_total, e.tasks_running, e.rows] for e in events
+            ],
+            "text": stream.getvalue().splitlines(),
+            "panel": panel.message.value,
+        }
+
+    scenario("wc-views", with_every_view)
 
     def data_source(committer: str):
         save(frame(), f"{base}/ds-{committer}", committer=committer, partition_by="day")

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -315,9 +316,9 @@ write_committed(spark_df, "s3://lab/spark-one-task")
 ]
 
 
-def lab_notebook() -> nbformat.NotebookNode:
+def lab_notebook(cells: list[str] | None = None) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    sources = [c.replace("ROWS", str(LAB_ROWS)) for c in LAB_CELLS]
+    sources = [c.replace("ROWS", str(LAB_ROWS)) for c in cells or LAB_CELLS]
     nb.cells = [nbformat.v4.new_code_cell(c.strip()) for c in sources]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -327,15 +328,17 @@ def lab_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
-    """JupyterLab on a free loopback port serving ``lab.ipynb``; yields its URL with the token."""
+@contextlib.contextmanager
+def lab_serving(tmp_path: Path, notebook: nbformat.NotebookNode) -> Iterator[str]:
+    """JupyterLab on a free loopback port serving ``notebook`` as ``lab.ipynb``; its URL with
+    the token."""
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (as `make setup` does)")
-    nbformat.write(lab_notebook(), tmp_path / "lab.ipynb")
+    nbformat.write(notebook, tmp_path / "lab.ipynb")
     port, token = free_port(), "s3commit-test"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), S3COMMIT_PROGRESS="")
+    env.pop("S3COMMIT_TRACEBACK", None)
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)  # no "get notified about news?" toast over the screenshots
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
@@ -372,6 +375,13 @@ def jupyterlab(tmp_path):
         stop(process, log)
 
 
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """JupyterLab serving the notebook of one large task and an interrupt."""
+    with lab_serving(tmp_path, lab_notebook()) as url:
+        yield url
+
+
 def panel_numbers(panel) -> dict[str, int]:
     """The tasks line and the rows/bytes line of a CommitProgress panel, as numbers."""
     text = panel.inner_text()
@@ -400,6 +410,15 @@ KERNEL_LISTENS = """() => {
     const kernel = context?.session?.kernel;
     return kernel?.connectionStatus === "connected" && kernel.status === "idle";
 }"""
+
+
+def run_all_in_lab(page, url: str):
+    """Open the lab's notebook at ``url``, wait for its kernel, run all; its code cells."""
+    page.goto(url, wait_until="domcontentloaded", timeout=120_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status=idle]").wait_for(timeout=120_000)
+    cells = page.locator(".jp-Notebook .jp-CodeCell")
+    run_all_when_the_kernel_listens(page, cells)
+    return cells
 
 
 def run_all_when_the_kernel_listens(page, cells) -> None:
@@ -443,12 +462,7 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
         )
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1100})
-            page.goto(jupyterlab, wait_until="domcontentloaded", timeout=120_000)
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status=idle]").wait_for(
-                timeout=120_000
-            )
-            cells = page.locator(".jp-Notebook .jp-CodeCell")
-            run_all_when_the_kernel_listens(page, cells)
+            cells = run_all_in_lab(page, jupyterlab)
             ready = cells.nth(0).locator(".jp-OutputArea-output", has_text="READY http")
             expect(ready).to_have_count(1, timeout=180_000)
             endpoint = re.search(r"READY (\S+)", ready.inner_text())[1]
@@ -472,8 +486,7 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
             panel = cells.nth(2).locator(".s3commit-progress")
             expect(panel).to_contain_text("1 running", timeout=180_000)
             before = rows_change(page, panel, 0, seconds=120, every_ms=500)
-            page.wait_for_timeout(5000)
-            after = panel_numbers(panel)
+            after = rows_change(page, panel, before["rows"], seconds=120, every_ms=500)
             assert before["done"] == after["done"] == 0 and after["rows"] > before["rows"]
             screenshot(page, panel, DOCS / "progress-spark-one-task.png")
             run_command(page, "notebook:interrupt-kernel")
@@ -510,3 +523,60 @@ def test_progress_inside_one_task_and_an_interrupt_in_jupyterlab(jupyterlab, tmp
             browser.close()
     for name in ("progress-one-task-1", "progress-one-task-2", "widget-interrupted"):
         assert (DOCS / f"{name}.png").stat().st_size > 5_000
+
+
+# -- JupyterLab: a write that fails -------------------------------------------------------------
+FAILING_CELLS = [
+    """
+import pandas as pd
+
+from s3commit_sdk import write_committed
+from s3commit_sdk.testing.sandbox import S3Sandbox
+sandbox = S3Sandbox(bucket="lab").start()
+frame = pd.DataFrame({"id": range(100), "day": ["a", "b"] * 50})
+write_committed(frame, "s3://lab/daily", partition_by=["day"], progress=False)
+print("READY")
+""",
+    """
+# the same destination again with committer=directory and mode fail: a conflict
+write_committed(frame, "s3://lab/daily", committer="directory")
+""",
+]
+
+
+@pytest.mark.timeout(300)
+def test_a_failed_write_shows_its_panel_and_the_error_without_the_sdks_frames(tmp_path):
+    """The cell's output: the panel with what failed and what is left, then the error, whose
+    last line is the error itself; none of the SDK's frames (runner.py, api.py, ...)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with (
+        lab_serving(tmp_path, lab_notebook(FAILING_CELLS)) as url,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1100})
+            cells = run_all_in_lab(page, url)
+            failed = cells.nth(1)
+            error = failed.locator(".jp-OutputArea-output[data-mime-type*='stderr']")
+            expect(error).to_have_count(1, timeout=180_000)
+            expect(error).to_contain_text("ConflictError: ")
+            panel = failed.locator(".s3commit-progress")
+            expect(panel).to_have_count(1)
+            expect(panel).to_contain_text("Failed during job setup")
+            expect(panel).to_contain_text("Checked after the failure: no upload")
+            shown = error.inner_text()
+            lines = [line for line in shown.splitlines() if line.strip()]
+            assert lines[-1].startswith("ConflictError: "), shown
+            assert "s3commit_sdk/runner.py" not in shown and "s3commit_sdk/api.py" not in shown
+            assert not re.search(r"s3commit_sdk[/\\]\w", shown), shown
+            assert "Cell In[" in shown  # the caller's own frame stays
+            screenshot(page, failed.locator(".jp-OutputArea"), tmp_path / "failed-cell.png")
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

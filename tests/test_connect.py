@@ -38,6 +38,8 @@ EXISTING = "day=2026-11-01/existing.parquet"
 class ConnectRun:
     prefix: str
     results: dict[str, dict]
+    #: what the child printed (its stdout and stderr descriptors, the JVM's included)
+    output: str
 
     def ok(self, name: str) -> dict:
         outcome = self.results[name]
@@ -58,7 +60,8 @@ def connect(s3_server, s3, tmp_path_factory):
         s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
     work = tmp_path_factory.mktemp("connect")
     spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "results.json")}
-    yield ConnectRun(prefix, run_connect_child(SCRIPT, spec, s3_server, work, timeout=900))
+    results = run_connect_child(SCRIPT, spec, s3_server, work, timeout=900)
+    yield ConnectRun(prefix, results, (work / "child.log").read_text())
     assert pending_uploads(s3, prefix + "/") == []
 
 
@@ -84,6 +87,21 @@ def test_write_committed_on_connect(connect, s3_server, s3, committer):
     assert list_keys(s3, f"{connect.prefix}/wc-{committer}/__s3commit/") == []
 
 
+def test_progress_on_connect_counts_rows(connect):
+    """Rows come with each task's result: the final event, the text log's lines while the tasks
+    run and its summary, and the panel's summary count them (they read 0 rows before)."""
+    outcome = connect.ok("wc-views")
+    files = outcome["files"]
+    assert outcome["rows"] == 60
+    assert outcome["events"][-1] == ["done", 3, 3, 0, 60]
+    assert all(done + running <= (total or 3) for _, done, total, running, _ in outcome["events"])
+    assert f"Committed {files} file(s), 60 rows" in outcome["panel"]
+    lines = outcome["text"]
+    assert f"committed {files} file(s), 60 rows" in lines[-1]
+    writing = [line for line in lines if line.startswith("connect: writing, ")]
+    assert any(", 0 rows, " not in line for line in writing), lines
+
+
 @pytest.mark.parametrize("committer", COMMITTERS)
 def test_data_source_on_connect(connect, s3_server, committer):
     """The directory write ran before register(): Spark found the data source by itself."""
@@ -103,6 +121,14 @@ def test_failing_task_on_connect_leaves_nothing_visible_or_pending(connect, s3):
         assert list_keys(s3, directory + "__s3commit/") == []
         assert [k for k in list_keys(s3, directory) if "__magic" in k] == []
         assert pending_uploads(s3, directory) == []
+
+
+def test_the_local_connect_server_keeps_the_jvm_out_of_the_output(connect):
+    """local_spark(connect=True): failed tasks ran (wc-fail, ds-fail), yet neither the JVM's
+    start-up warnings nor its executors' stack traces reached the process's output."""
+    connect.failed("wc-fail")
+    for noise in (" WARN ", " ERROR ", "at org.apache.spark", "log4j"):
+        assert noise not in connect.output, connect.output[-3000:]
 
 
 def test_typed_errors_from_tasks_survive_connect(connect):

@@ -7,12 +7,14 @@ chained to our typed error, a notebook printed all of it (a plain conflict: 186 
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 
 import pytest
 from conftest import list_keys, pending_uploads
 
-from s3commit_sdk import ConflictError, TaskFailedError, write_committed
+from s3commit_sdk import ConflictError, StoreError, TaskFailedError, write_committed
+from s3commit_sdk.api import check_destination
 
 
 def failing(spark, message: str = "bad row 17"):
@@ -82,3 +84,13 @@ def test_a_successful_job_leaves_no_local_directory(spark, s3, dest, tmp_path):
         )
         assert list(buffer.iterdir()) == [], committer
     assert pending_uploads(s3, dest.dir) == []
+
+
+def test_a_missing_bucket_is_named_without_a_doubled_word(s3):
+    """It read "checking the bucket in bucket 's3commit-no-such-bucket' failed"."""
+    with pytest.raises(StoreError) as failed:
+        check_destination("s3://s3commit-no-such-bucket/x")
+    message = str(failed.value)
+    assert "s3commit-no-such-bucket" in message and "does not exist" in message
+    assert not re.search(r"\b(\w+) \1\b", message), message
+    assert "bucket in bucket" not in message, message

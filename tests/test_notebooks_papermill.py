@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import papermill
@@ -195,6 +197,25 @@ def test_a_conflict_fails_the_run_and_changes_nothing(s3, dest, tmp_path):
     failure = failed_run(tmp_path, dest.url, "2026-11-21", conflict_mode="fail")
     assert failure.ename == "ConflictError" and "day=2026-11-21" in failure.evalue
     assert partitions(s3, dest.prefix) == seeded
+    assert pending_uploads(dest.url) == []
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_run_ends_with_the_error_not_the_sdks_frames(s3, dest, tmp_path):
+    """The papermill command a scheduler runs: the last line it prints is the error (not a
+    note about it), and none of the SDK's frames is printed."""
+    seed(dest.url)
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(tmp_path / "out.ipynb")]
+    command += ["-k", "python3", "--cwd", str(NOTEBOOK.parent), "--no-progress-bar"]
+    parameters = {"run_date": "2026-11-21", "dest": dest.url, "conflict_mode": "fail"}
+    for name, value in parameters.items():
+        command += ["-p", name, value]
+    child = subprocess.run(command, capture_output=True, text=True, timeout=540, check=False)
+    assert child.returncode != 0
+    lines = [line for line in child.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("ConflictError: "), child.stderr[-3000:]
+    assert "day=2026-11-21" in lines[-1]
+    assert not [line for line in lines if re.search(r"s3commit_sdk[/\\]\w", line)], lines
     assert pending_uploads(dest.url) == []
 
 

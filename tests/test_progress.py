@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import itertools
+import re
 import time
 
 import numpy as np
@@ -11,7 +14,7 @@ import pytest
 
 from s3commit_sdk import InvalidArgumentError, TaskFailedError, write_committed
 from s3commit_sdk.listeners import PROGRESS_ENV, make_listener
-from s3commit_sdk.progress import ProgressTracker, TextProgress
+from s3commit_sdk.progress import ProgressTracker, TextProgress, job_seconds
 
 
 def phases(events) -> list[str]:
@@ -202,3 +205,113 @@ def test_rename_committers_report_files_and_bytes(tmp_path, committer):
     last = events[-1]
     assert last.phase == "done" and (last.files, last.rows) == (len(on_disk), 100)
     assert last.bytes == sum(p.stat().st_size for p in on_disk) == result.bytes
+
+
+# -- counts that stay consistent ------------------------------------------------------------------
+def test_no_more_tasks_run_than_are_left_to_finish():
+    """Spark's status store may still count a finished task active: "2 / 4 tasks, 3 running"."""
+    events = []
+    tracker = ProgressTracker(events.append)
+    tracker.sync({0: (1, 10, 5), 1: (1, 10, 5)}, {}, tasks_total=4, tasks_running=3)
+    assert (events[-1].tasks_done, events[-1].tasks_running) == (2, 2)
+    tracker.sync({p: (1, 10, 5) for p in range(4)}, {}, tasks_total=4, tasks_running=1)
+    assert (events[-1].tasks_done, events[-1].tasks_running) == (4, 0)
+
+
+def test_spark_running_tasks_fit_the_slots(spark, dest):
+    """Six slow tasks on the session's local[2]: never more than 2 running, nor more than are
+    left. Each task lasts over a second, so the poller sees tasks end and start."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def slow(x):
+        time.sleep(0.003)
+        return x
+
+    assert spark.sparkContext.defaultParallelism == 2
+    events = []
+    df = spark.range(0, 2400, numPartitions=6).withColumn("y", slow("id"))
+    write_committed(df, dest.url, progress=events.append)
+    writing = [e for e in events if e.phase == "writing" and e.tasks_total]
+    assert any(0 < e.tasks_done < 6 for e in writing), "no event between the first and last task"
+    assert all(e.tasks_running <= 2 for e in events), [e.tasks_running for e in events]
+    assert all(e.tasks_done + e.tasks_running <= (e.tasks_total or 6) for e in events)
+
+
+def test_pandas_conversion_is_timed_as_its_own_phase(dest):
+    frame = pd.DataFrame({"id": range(50_000), "name": [f"n{i}" for i in range(50_000)]})
+    result = write_committed(frame, dest.url, progress=False)
+    assert result.phases["prepare_input"] > 0
+    assert result.success.durations["prepare_input"] == pytest.approx(
+        result.phases["prepare_input"], abs=1e-5
+    )  # in _SUCCESS too: the SuccessReport's chart of phases shows it
+    assert result.duration_s == pytest.approx(job_seconds(result.phases))
+    assert result.duration_s > sum(result.phases[p] for p in ("job_setup", "tasks", "job_commit"))
+
+
+# -- text lines while a phase runs ---------------------------------------------------------------
+def text_lines(stream: io.StringIO, title: str) -> list[str]:
+    return [line[len(title) + 2 :] for line in stream.getvalue().splitlines()]
+
+
+def test_text_progress_writes_while_rows_grow_and_never_repeats_itself(dest):
+    """interval=0: a line for every change of the counts, none for an event that changes
+    nothing (the tracker publishes a running task's reports whatever they say)."""
+    stream = io.StringIO()
+    data = pa.table({"id": np.arange(1_000_000)})
+    title = "big"
+    write_committed(
+        data, dest.url, options={"tasks": 1}, progress=TextProgress(title, stream, interval=0)
+    )
+    lines = text_lines(stream, title)
+    writing = [line for line in lines if line.startswith("writing")]
+    rows = [int(re.search(r"running, ([\d,]+)", line)[1].replace(",", "")) for line in writing]
+    assert len(writing) > 2 and 0 < max(rows[:-1]) < 1_000_000, lines
+    assert rows == sorted(rows)
+    counts = [re.sub(r", [\d.]+ (ms|s)$", "", line) for line in lines]
+    assert all(a != b for a, b in itertools.pairwise(counts)), lines
+    assert "committed 1 file(s), 1,000,000 rows" in lines[-1]
+
+
+def test_text_progress_at_most_one_line_per_interval(dest):
+    """A long interval: one line per phase, however many events the task's reports made."""
+    stream, title = io.StringIO(), "t"
+    events = []
+
+    def both(event):
+        events.append(event)
+        listener(event)
+
+    listener = TextProgress(title, stream, interval=3600)
+    data = pa.table({"id": np.arange(1_000_000)})
+    write_committed(data, dest.url, options={"tasks": 1}, progress=both)
+    assert len([e for e in events if e.phase == "writing"]) > 2
+    written = [line.split(",")[0].split(" in ")[0] for line in text_lines(stream, title)]
+    assert written == ["setup", "writing", "job commit", "done"], written
+
+
+def test_text_progress_of_one_spark_task_moves_while_it_runs(spark, dest):
+    """The task's reports over the report socket reach the text log before the task ends."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def slow(x):
+        time.sleep(0.0002)
+        return x
+
+    stream, title = io.StringIO(), "spark"
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        df = spark.range(0, 20_000, numPartitions=1).withColumn("y", slow("id"))
+        write_committed(df, dest.url, progress=TextProgress(title, stream, interval=0))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    lines = text_lines(stream, title)
+    during = [
+        line
+        for line in lines
+        if line.startswith("writing, 0/1 tasks done, 1 running")
+        and not line.split(" running, ")[1].startswith("0 rows")
+    ]
+    assert during, lines
+    assert "committed 1 file(s), 20,000 rows" in lines[-1]

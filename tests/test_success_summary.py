@@ -11,7 +11,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET
+from conftest import BUCKET, NESTED_PHASES
 
 from s3commit_sdk import PendingSetError, read_result, write_committed
 from s3commit_sdk.cli import main
@@ -105,3 +105,51 @@ def test_hadoops_own_success_is_a_typed_error_naming_what_it_lacks(capsys, s3, d
     assert "not written by s3commit_sdk" in capsys.readouterr().err
     with pytest.raises(PendingSetError, match="lacks"):
         read_result(dest.url)
+
+
+def test_phases_are_printed_as_they_nest_and_add_up():
+    """The job is setup + tasks + job commit; tasks is writing + task commit; job commit is
+    its stages plus the steps timed in no stage: each line adds up, none adds to the job."""
+    lines = format_success({"files": [], "durations": NESTED_PHASES}).splitlines()
+    head = "phase durations (s): job_setup=0.100 + tasks=12.000 + job_commit=0.500 = 12.600"
+    assert head in lines
+    assert "  tasks=12.000 = task_write=9.000 + task_commit=3.000" in lines
+    assert (
+        "  job_commit=0.500 = conflict_resolution=0.050 + complete_uploads=0.200 + "
+        "cleanup=0.050 + other steps=0.200"
+    ) in lines
+    converted = {"prepare_input": 0.3, "job_setup": 0.1, "job_commit": 0.2, "cleanup": 0.1}
+    lines = format_success({"durations": converted}).splitlines()
+    head = "phase durations (s): prepare_input=0.300 + job_setup=0.100 + job_commit=0.200 = 0.600"
+    assert head in lines
+    assert "  job_commit=0.200 = cleanup=0.100 + other steps=0.100" in lines
+
+
+def test_task_durations_are_said_to_be_each_tasks_own_time():
+    """1.2 s to 1.9 s per task beside a 12 s tasks phase is no contradiction once said."""
+    seconds = {"task_00000": 1.2, "task_00001": 1.9, "task_00002": 1.5, "task_00003": 1.4}
+    text = format_success({"durations": {"tasks": 12.0}, "taskDurations": seconds})
+    assert (
+        "task durations (s): 4 tasks, 1.200 to 1.900 each, 6.000 in all: each task's own time, "
+        "from its first row to its task commit; the tasks phase is the wall time of all of them"
+    ) in text
+    resumed = format_success({"taskDurations": dict.fromkeys(seconds, 0.0)})
+    assert "task durations" not in resumed  # s3commit recover records 0 for unseen tasks
+
+
+def test_a_delta_replace_says_its_transaction_removed_the_files(capsys, dest):
+    """Not "replaced 0 objects" beside "1 files removed": a Delta replace deletes no object."""
+    kwargs = {"format": "delta", "partition_by": ["day"], "options": {"tasks": 1}}
+    table = pa.table({"n": [1, 2], "day": ["a", "b"]})
+    write_committed(table, dest.url, progress=False, **kwargs)
+    result = write_committed(
+        table.slice(0, 1), dest.url, conflict_mode="replace", progress=False, **kwargs
+    )
+    assert main(["success", dest.url]) == 0
+    out = capsys.readouterr().out
+    for text in (format_success(result.success), out):
+        assert (
+            "; replaced 1 files (removed from the table by the Delta transaction of version 1; "
+            "no object deleted)"
+        ) in text
+        assert "replaced 0 objects" not in text

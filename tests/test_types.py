@@ -265,7 +265,9 @@ def test_pandas_input_gets_the_file_schema_of_the_spark_path(spark, s3, dest):
             "text": ["a", None],
             "raw": [b"a", None],
             "day": [dt.date(2024, 1, 1), None],
-            "amount": [D("1.50"), D("-2.25")],
+            # a declared type: Python Decimal objects become decimal(38, 18) in-process (a fixed
+            # rule, so appends agree), while Spark's Arrow conversion infers from the values
+            "amount": pd.Series([D("1.50"), D("-2.25")], dtype=pd.ArrowDtype(pa.decimal128(3, 2))),
             "ts": pd.to_datetime(["2026-10-25 00:30", "2026-10-25 01:30"]).tz_localize("UTC"),
             "ints": [[1, 2], []],
         }

@@ -11,12 +11,13 @@ import re
 import subprocess
 import sys
 from datetime import timedelta
+from html import unescape
 
 import ipywidgets as widgets
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, pending_uploads
+from conftest import BUCKET, NESTED_PHASES, pending_uploads
 
 from s3commit_sdk import ConflictError, InvalidArgumentError, TaskFailedError, write_committed
 from s3commit_sdk.progress import ProgressEvent
@@ -282,6 +283,83 @@ def test_success_report_escapes_partition_values(dest):
 def test_success_report_rejects_other_input():
     with pytest.raises(TypeError, match="WriteResult"):
         SuccessReport(42)
+
+
+TASK_SECONDS = {"task_00000": 1.2, "task_00001": 1.9, "task_00002": 1.5, "task_00003": 1.4}
+
+
+def chart_bars(html: str, title: str) -> list[tuple[str, str]]:
+    """(label, value) of each bar of the chart titled ``title``, top to bottom."""
+    chart = re.search(rf'<svg [^>]*aria-label="{re.escape(title)}".*?</svg>', html).group(0)
+    return re.findall(r"<title>(.*?): (.*?)</title>", chart)
+
+
+@pytest.fixture
+def nested_report(dest) -> SuccessReport:
+    """The report of a real job's document with the phases and task times above."""
+    result = write_committed(table(["a", "b"]), dest.url, options={"tasks": 2}, progress=False)
+    doc = {**result.success, "durations": NESTED_PHASES, "taskDurations": TASK_SECONDS}
+    return SuccessReport(doc)
+
+
+def test_success_report_draws_each_phase_above_its_parts(nested_report):
+    """Tasks holds writing and task commit, job commit its stages: a part is drawn under its
+    phase and marked, and the parts of a phase add up to it (the rest of job commit is its
+    "other steps"), so no bar reads as time added to the job."""
+    assert chart_bars(nested_report.html, "duration per phase") == [
+        ("job_setup", "100 ms"),
+        ("tasks", "12.0 s"),
+        ("└ task_write", "9.0 s"),
+        ("└ task_commit", "3.0 s"),
+        ("job_commit", "500 ms"),
+        ("└ conflict_resolution", "50 ms"),
+        ("└ complete_uploads", "200 ms"),
+        ("└ cleanup", "50 ms"),
+        ("└ other steps", "200 ms"),
+    ]
+    text = unescape(nested_report.html)
+    assert "The job's duration (12.6 s) is job_setup + tasks + job_commit" in text
+    assert "the parts of a phase add up to it" in text
+
+
+def test_success_report_says_what_a_task_duration_is(nested_report):
+    """1.2 s to 1.9 s per task beside a 12 s tasks phase: the report says the first is each
+    task's own time and the second the wall time of all of them, with the totals of both."""
+    histogram = chart_bars(nested_report.html, "task durations (4 tasks)")
+    assert sum(int(tasks.split()[0]) for _, tasks in histogram) == 4
+    text = unescape(nested_report.html)
+    assert "Task durations are each task's own time, from its first row to its task commit" in text
+    assert "the tasks phase is the wall time of all of them" in text
+    assert "Here: 4 tasks, 6.0 s in all; the tasks phase: 12.0 s." in text
+
+
+def test_success_report_of_a_resumed_commit_shows_no_task_durations(dest):
+    """``s3commit recover`` records 0 s for the tasks it did not see run: no histogram of
+    zeros, the bytes per task instead."""
+    result = write_committed(table(["a", "b"]), dest.url, options={"tasks": 2}, progress=False)
+    zeros = dict.fromkeys(result.success["taskDurations"], 0.0)
+    report = SuccessReport({**result.success, "taskDurations": zeros})
+    assert report.task_durations is None
+    assert "records no task durations" in report.html and "bytes per task" in report.html
+
+
+def test_success_report_of_a_delta_replace_says_what_was_replaced(dest):
+    """A Delta replace deletes no object: its transaction removes the files from the table.
+    The report says that once, not "replaced objects 0" beside "1 files removed"."""
+    kwargs = {"format": "delta", "partition_by": ["day"], "options": {"tasks": 1}}
+    write_committed(table(["a", "b"]), dest.url, progress=False, **kwargs)
+    result = write_committed(
+        table(["a"]), dest.url, conflict_mode="replace", progress=False, **kwargs
+    )
+    assert result.success["replacedObjects"] == 0 and result.success["deltaRemovedFiles"] == 1
+    report = SuccessReport(result)
+    table_html = re.search(r'<table class="s3commit-summary".*?</table>', report.html).group(0)
+    summary = dict(re.findall(r"<tr><td [^>]*>(.*?)</td><td [^>]*>(.*?)</td></tr>", table_html))
+    by = "the Delta transaction of version 1"
+    assert summary["replaced"] == f"1 files (removed from the table by {by}; no object deleted)"
+    assert "replaced objects" not in report.html
+    assert summary["Delta table version"] == "1 (1 files removed)"
+    assert report.summary["delta_removed_files"] == 1
 
 
 # -- PendingUploads -----------------------------------------------------------------------------

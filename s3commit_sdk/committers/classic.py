@@ -55,7 +55,6 @@ class ClassicCommitter(RenameCommitter):
         super().setup_job()
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
-        self.check_task_conflicts([f.relpath for f in files])
         source = self.attempt_dir(task)
         if self.version == 1:  # rename the attempt directory to the committed-task directory
             target = self.committed_dir(task.task_id)

@@ -39,7 +39,7 @@ from ..formats import PendingSet
 from ..protocol import JobContext, TaskAttemptContext, WrittenFile
 from ..stages import Stage, add_stage
 from .commit_run import CommitRun
-from .conflict import DirectoryConflict, PartitionConflict
+from .conflict import DirectoryConflict, PartitionConflict, partition_conflict
 from .magic import MagicCommitter
 from .s3_rollback import (
     abort_before_completion,
@@ -54,7 +54,10 @@ from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
 class TableConflict(DirectoryConflict):
     """``fail`` judged by the table's snapshot: files a Delta version removed stay in storage
     (for time travel) but hold no data, so listing cannot tell. ``replace`` deletes nothing:
-    its Delta transaction removes the replaced files from the table."""
+    its Delta transaction removes the replaced files from the table.
+
+    Per partition, ``fail`` is checked as :class:`PartitionConflict` checks it: when a task
+    attempt opens its first file in a partition, against the snapshot the attempt read once."""
 
     def __init__(self, mode: str, per_partition: bool, occupied: Callable[[], set[str]]) -> None:
         super().__init__(mode)
@@ -64,24 +67,19 @@ class TableConflict(DirectoryConflict):
         if self.mode == "fail" and not self.per_partition and self.occupied():
             raise ConflictError(
                 f"the Delta table at {url} already holds data and conflict_mode is 'fail': use "
-                "conflict_mode='append' or 'replace', or a new path",
+                "conflict_mode='append' or 'replace', or a new path. Nothing changed at the "
+                "destination.",
                 destination=url,
                 visible=NOTHING_VISIBLE,
             )
 
-    def check_task(self, visible, url: str, partitions: set[str]) -> None:
-        if self.mode != "fail" or not self.per_partition:
-            return
-        taken = sorted(partitions & self.occupied())
-        if taken:
-            where = taken[0] or "the table root"
-            raise ConflictError(
-                f"partition {where} of the Delta table at {url} already holds data and "
-                "conflict_mode is 'fail': use 'append' or 'replace' (which replaces only the "
-                "partitions that receive data). Nothing of this job became visible.",
-                destination=url,
-                visible=NOTHING_VISIBLE,
-            )
+    @property
+    def checks_partitions(self) -> bool:
+        return self.mode == "fail" and self.per_partition
+
+    def check_partition(self, visible, url: str, partition: str) -> None:
+        if self.checks_partitions and partition in self.occupied():
+            raise partition_conflict(url, partition)
 
     def replaced(self, visible, partitions: set[str]) -> list[str]:
         return []

@@ -29,7 +29,7 @@ from ..layout import magic_to_final
 from ..options import check_part_number
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..store import S3Store
-from .conflict import DirectoryConflict, PartitionConflict, partition_of
+from .conflict import DirectoryConflict, PartitionConflict
 from .s3_job import S3Committer
 
 #: parts that may wait for an upload thread; memory per task is bounded by
@@ -282,14 +282,14 @@ class MagicCommitter(S3Committer):
         return self.job.options.magic_cleanup
 
     def setup_task(self, task: TaskAttemptContext) -> OutputSink:
+        """The attempt's streams; ``fail`` per partition is checked before the first of a
+        partition initiates its upload."""
         self._sink = MagicSink(self, task)
-        return self._sink
+        return self.conflict.guard(self._sink, self.visible, self.location.url())
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
         sink = self._sink
         assert sink is not None, "setup_task was not called"
-        partitions = {partition_of(f.relpath) for f in files}
-        self.conflict.check_task(self.visible, self.location.url(), partitions)
         pendingset = PendingSet(
             jobId=self.job.job_id,
             taskId=task.task_id,

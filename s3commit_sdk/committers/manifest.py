@@ -43,7 +43,6 @@ class ManifestCommitter(RenameCommitter):
         self.store.mkdirs(f"{self.job_dir}/manifests")
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
-        self.check_task_conflicts([f.relpath for f in files])
         root = self.attempt_dir(task)
         written = {f.relpath: f for f in files}
         entries: list[ManifestFile] = []

@@ -101,14 +101,10 @@ class RenameCommitter(Committer):
         root = self.attempt_dir(task)
         self.store.delete(root)  # a previous attempt's leftovers
         self.store.mkdirs(root)
-        return StoreSink(self.store, root)
+        return self.conflict.guard(StoreSink(self.store, root), self.visible, self.location.url())
 
     def abort_task(self, task: TaskAttemptContext) -> None:
         self.store.delete(self.attempt_dir(task))
-
-    def check_task_conflicts(self, relpaths: list[str]) -> None:
-        partitions = {partition_of(r) for r in relpaths}
-        self.conflict.check_task(self.visible, self.location.url(), partitions)
 
     # -- job end --------------------------------------------------------------------------------
     def commit_job(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..formats import SUCCESS_FILENAMES_CAP, CommittedFile, SuccessDocument, iostatistics
 from ..protocol import JobContext
+from ..sparktypes import spark_json_schema
 
 
 def build_success(
@@ -73,4 +74,5 @@ def build_success(
         retries=dict(retries or {}),
         completion_checks=dict(completion_checks or {}),
         table=dict(table_fields or {}),
+        schema=None if job.data_schema is None else spark_json_schema(job.data_schema),
     )

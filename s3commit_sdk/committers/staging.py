@@ -21,7 +21,7 @@ from ..errors import InvalidArgumentError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
-from .conflict import PartitionConflict, partition_of
+from .conflict import PartitionConflict
 from .s3_job import S3Committer
 
 
@@ -84,14 +84,14 @@ class DirectoryStagingCommitter(S3Committer):
         shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
         private_dir(self.job.options.buffer_dir)
         os.mkdir(root, mode=0o700)
-        return LocalDirSink(root)
+        return self.conflict.guard(LocalDirSink(root), self.visible, self.location.url())
 
     def _drop_local(self, task: TaskAttemptContext) -> None:
         shutil.rmtree(self.attempt_dir(task), ignore_errors=True)
 
     def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
-        partitions = {partition_of(f.relpath) for f in files}
-        self.conflict.check_task(self.visible, self.location.url(), partitions)
+        """Upload every file as a multipart upload left pending (``fail`` was checked per
+        partition when the attempt opened its first file there: :meth:`setup_task`)."""
         root = self.attempt_dir(task)
         commits = [self._initiate(task, f) for f in files]  # save_pendingset checks job alive
         with ThreadPoolExecutor(self.job.options.upload_threads, "s3commit-upload") as pool:

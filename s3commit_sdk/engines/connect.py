@@ -84,7 +84,7 @@ def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[Tas
         # empty job, here, so the empty job still gets its schema file
         messages.append(execute_task(job, 0, 0, iter(()), schema))
         stages.result(messages[0])
-    tracker.update(tasks_total=len(messages), tasks_done=len(messages))
+    tracker.update(tasks_total=len(messages), tasks_done=len(messages), tasks_running=0)
     return messages
 
 
@@ -109,14 +109,14 @@ def attempts_settle_seconds(kill_timeout_s: float = 2.0) -> float:
 
 
 class _StageProgress:
-    """Tasks from Connect's progress reports, files and bytes from the task results.
+    """Tasks from Connect's progress reports; files, bytes and rows from the task results.
 
     The job's own stage is the newest one reported (mapInArrow's result stage comes last).
     """
 
     def __init__(self, tracker: ProgressTracker) -> None:
         self.tracker = tracker
-        self.results = self.files = self.bytes = 0
+        self.results = self.files = self.bytes = self.rows = 0
         self.done = 0
 
     def __call__(self, stages=(), inflight_tasks: int = 0, operation_id=None, done=False, **_):
@@ -124,11 +124,16 @@ class _StageProgress:
             return
         newest = max(stages, key=lambda stage: stage.stage_id)
         self.done = max(self.done, newest.num_completed_tasks)
-        self.tracker.update(tasks_total=newest.num_tasks, tasks_done=max(self.done, self.results))
+        self.tracker.update(
+            tasks_total=newest.num_tasks,
+            tasks_done=max(self.done, self.results),
+            tasks_running=inflight_tasks,
+        )
 
     def result(self, message: TaskCommit) -> None:
         self.results += 1
         self.files += message.summary.files
         self.bytes += message.summary.bytes
+        self.rows += message.summary.rows
         done = max(self.done, self.results)
-        self.tracker.update(tasks_done=done, files=self.files, bytes=self.bytes)
+        self.tracker.update(tasks_done=done, files=self.files, bytes=self.bytes, rows=self.rows)

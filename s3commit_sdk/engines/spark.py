@@ -20,6 +20,7 @@ from ..progress import ProgressTracker
 from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from ..sparktypes import canonical_schema
+from .py4j_quiet import py4j_kept_quiet
 from .task_reports import ReportInbox, ReportSender, TaskReportAddress
 
 RESULT_SCHEMA = "message string"
@@ -131,7 +132,8 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskC
     Progress comes from what Spark ran: the tasks of the job's last stage (the upstream stages
     of a ``limit`` or an aggregation are not ours), what running tasks report they have
     written (``task_reports``) and each finished task's files (an accumulator). Ctrl-C cancels
-    the job's tasks and is raised as ``KeyboardInterrupt``, whatever py4j made of it.
+    the job's tasks and is raised as ``KeyboardInterrupt``, whatever py4j made of it (and
+    whatever py4j logs meanwhile is kept out of the cell: :mod:`.py4j_quiet`).
     """
     from pyspark import TaskContext
 
@@ -157,28 +159,30 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskC
 
     context.setJobGroup(job.job_id, f"s3commit write to {job.location.url()}")
     poller = _StatusPoller(context, job.job_id, tracker, finished, inbox)
-    poller.start()
-    try:
-        with _watching_sigint() as interrupted:
-            messages = [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
-            if not messages:  # no partition at all: the one task Spark runs for an empty job
-                messages = context.parallelize([0], 1).map(lambda _: run_task(iter(()))).collect()
-        return [TaskCommit.decode(m) for m in messages]
-    except BaseException as exc:
-        _settle(context, job.job_id)
-        if not (interrupted or isinstance(exc, KeyboardInterrupt)):
-            raise
-        interrupt = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()
-        interrupt.add_note("s3commit: Spark cancelled the job's running tasks.")
-        if interrupt is exc:
-            raise
-        raise interrupt from None  # py4j's own error for the interrupted call says nothing more
-    finally:
-        poller.stop()
-        if inbox is not None:
-            inbox.close()
-        context.setLocalProperty("spark.jobGroup.id", None)
-        context.setLocalProperty("spark.job.description", None)
+    with py4j_kept_quiet():
+        poller.start()
+        try:
+            with _watching_sigint() as interrupted:
+                messages = [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
+                if not messages:  # no partition at all: the one task Spark runs for an empty job
+                    empty = context.parallelize([0], 1).map(lambda _: run_task(iter(())))
+                    messages = empty.collect()
+            return [TaskCommit.decode(m) for m in messages]
+        except BaseException as exc:
+            _settle(context, job.job_id)
+            if not (interrupted or isinstance(exc, KeyboardInterrupt)):
+                raise
+            interrupt = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()
+            interrupt.add_note("s3commit: Spark cancelled the job's running tasks.")
+            if interrupt is exc:
+                raise
+            raise interrupt from None  # py4j's error for the interrupted call says nothing more
+        finally:
+            poller.stop()
+            if inbox is not None:
+                inbox.close()
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
 
 
 @contextlib.contextmanager
@@ -260,16 +264,38 @@ class _StatusPoller(threading.Thread):
         self.context, self.group, self.tracker = context, group, tracker
         self.finished, self.inbox = finished, inbox
         self._halt = threading.Event()
+        conf = context.getConf()
+        #: cores per task, when the default parallelism counts the cores (no conf sets it)
+        self._task_cpus = (
+            None
+            if conf.contains("spark.default.parallelism")
+            else int(conf.get("spark.task.cpus", "1"))
+        )
+
+    def slots(self) -> int | None:
+        """How many tasks can run at once (the default parallelism follows executors as they
+        come and go), or None when unknown."""
+        if self._task_cpus is None:
+            return None
+        return max(self.context.defaultParallelism // self._task_cpus, 1)
 
     def poll(self) -> None:
         if not self.tracker.active:
             return
         last = max(_stages(self.context, self.group), key=lambda s: s.stageId, default=None)
-        counts = {} if last is None else {"tasks_total": last.numTasks}
+        finished = dict(self.finished.value)
+        counts = {}
         if last is not None:
-            counts["tasks_running"] = last.numActiveTasks
+            # Spark's status store hears of a task's end after its accumulator update reached
+            # the driver, and sometimes after the next task's start: those tasks are finished
+            # here, not running, and no more run than there are slots
+            ended_unheard = max(len(finished) - last.numCompletedTasks, 0)
+            active = max(last.numActiveTasks - ended_unheard, 0)
+            slots = self.slots()
+            counts["tasks_total"] = last.numTasks
+            counts["tasks_running"] = active if slots is None else min(active, slots)
         running = self.inbox.drain() if self.inbox is not None else {}
-        self.tracker.sync(dict(self.finished.value), running, **counts)
+        self.tracker.sync(finished, running, **counts)
 
     def run(self) -> None:
         while not self._halt.wait(0.5):

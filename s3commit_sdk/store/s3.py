@@ -348,7 +348,7 @@ class S3Store:
     # -- buckets and objects ------------------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
         """Fail early, naming the bucket and the cause, before any upload starts."""
-        self._call("checking the bucket", bucket, self.client.head_bucket)
+        self._call(CHECKING_ACCESS, bucket, self.client.head_bucket)
 
     def head(self, bucket: str, key: str) -> ObjectInfo | None:
         reply = self._call(
@@ -612,11 +612,15 @@ def _retry_kind(exc: Exception) -> str | None:
     return None
 
 
+#: what ``check_bucket`` is doing, in its errors: "checking access in bucket 'b' failed: ..."
+CHECKING_ACCESS = "checking access"
+
+
 def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -> StoreError:
     error = exc.response.get("Error", {})
     code = _error_code(exc)
     message = error.get("Message", "")
-    if code in ("NoSuchBucket", "404") and "bucket" in what:
+    if code in ("NoSuchBucket", "404") and what == CHECKING_ACCESS:
         cause = f"bucket {bucket!r} does not exist (or is not visible to these credentials)"
     elif code == "NoSuchBucket":
         cause = f"bucket {bucket!r} does not exist"

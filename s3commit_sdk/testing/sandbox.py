@@ -32,6 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -333,14 +334,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def local_spark(
-    master: str = "local[2]", app_name: str = "s3commit-sandbox", quiet: bool = True, **conf: str
+    master: str = "local[2]",
+    app_name: str = "s3commit-sandbox",
+    quiet: bool = True,
+    connect: bool = False,
+    **conf: str,
 ):
     """A local SparkSession bound to loopback, using this Python for its workers.
 
     ``quiet``: the JVM's own output (start-up warnings, logs at ERROR and above, the Python
     workers' tracebacks, which the SDK's errors sum up) goes to ``spark-<pid>.log`` in this
     user's private directory (``$TMPDIR/s3commit-<uid>``) instead of the notebook; the path is
-    the session's conf ``spark.s3commit.sandbox.log``.
+    the session's conf ``spark.s3commit.sandbox.log``. ``connect``: a Spark Connect session,
+    on a local Connect server started in this process (``SparkSession.builder.remote(master)``),
+    whose JVM is kept as quiet.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -348,8 +355,10 @@ def local_spark(
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        SparkSession.builder.remote(master) if connect else SparkSession.builder.master(master)
+    )
+    builder = (
+        builder.appName(app_name)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -357,15 +366,26 @@ def local_spark(
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    if connect:  # the server on loopback only (PySpark's client always dials port 15002)
+        builder = builder.config("spark.connect.grpc.binding.address", "127.0.0.1")
     for key, value in conf.items():
         builder = builder.config(key, value)
     if not quiet:
-        return builder.getOrCreate()
+        return _session(builder)
     log = os.path.join(local_dir(), f"spark-{os.getpid()}.log")
     with _output_to(log):  # the JVM started here keeps these descriptors for its life
-        session = builder.config("spark.s3commit.sandbox.log", log).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+        session = _session(builder.config("spark.s3commit.sandbox.log", log))
+    if not connect:  # a Connect client has no SparkContext; its server logs to the file
+        session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _session(builder):
+    """The builder's session. A local Connect server starts with every conf; its client then
+    sets each again at runtime, where the static ones (spark.ui.*) only warn."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to set ")
+        return builder.getOrCreate()
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ from .. import uploads as up
 from ..errors import S3CommitError, StoreError
 from ..formats import CommittedFile, SuccessDocument, parse_success
 from ..paths import S3_SCHEMES, SUCCESS_MARKER
-from ..progress import job_seconds
 from ._common import (
     FONT,
     WidgetWrapper,
@@ -43,7 +42,10 @@ UNRECORDED = (
     "files",
     "replaced_objects",
     "delta_version",
+    "delta_removed_files",
 )
+#: how a phase timed inside the one above it is labelled in the phase chart
+PART_MARK = "└ "
 
 
 def read_success_file(path: str, options: dict[str, Any] | None = None) -> SuccessDocument | None:
@@ -79,8 +81,10 @@ class SuccessReport(WidgetWrapper):
         self.classic = self.success_file == "empty"
         self.files: list[CommittedFile] = list(self.doc.files) if self.doc else []
         self.partitions = up.partition_totals((f.to_dict() for f in self.files), ROOT)
-        #: seconds per task when the document records them (``taskDurations``), else None
-        self.task_durations = (dict(self.doc.task_durations) if self.doc else {}) or None
+        #: seconds per task when the document records them (``taskDurations``), else None;
+        #: a resumed commit records 0 for the tasks it did not see run: not durations
+        recorded = dict(self.doc.task_durations) if self.doc else {}
+        self.task_durations = recorded if any(recorded.values()) else None
         self.task_bytes: dict[str, int] = {}
         for entry in self.files:
             task = entry.task or "?"
@@ -150,6 +154,7 @@ class SuccessReport(WidgetWrapper):
             "files": len(self.files),
             "replaced_objects": doc.replaced_objects,
             "delta_version": doc.table.get("deltaVersion"),
+            "delta_removed_files": doc.table.get("deltaRemovedFiles"),
             "durations": dict(doc.durations),
             "requests": dict(doc.requests),
         }
@@ -185,9 +190,61 @@ class SuccessReport(WidgetWrapper):
             )
         return ""
 
+    def _phase_chart(self, tree: up.PhaseTree) -> str:
+        """The phases as they nest: a part is drawn under its phase, marked, never as more
+        time; the parts of a phase add up to it (:func:`~s3commit_sdk.uploads.phase_tree`)."""
+        labels, values = [], []
+        for name, seconds, parts in tree:
+            labels.append(name)
+            values.append(seconds)
+            labels += [PART_MARK + part for part, _ in parts]
+            values += [part_seconds for _, part_seconds in parts]
+        chart = svg_bar_chart(
+            labels, values, title="duration per phase", formatter=format_seconds, width=380
+        )
+        return chart + (
+            f'<div class="s3commit-phase-note" style="{FONT} color:#666; max-width:380px">'
+            f"The job's duration ({_duration(tree)}) is {_phase_sum(tree)}. A bar "
+            f"marked {PART_MARK.strip()} is a part of the phase above it, not more time: the "
+            "parts of a phase add up to it. task_write and task_commit split the tasks phase as "
+            "the tasks spent their time.</div>"
+        )
+
+    def _task_chart(self, durations: dict[str, float]) -> str:
+        """Task durations as a histogram, said to be each task's own time beside the tasks
+        phase's wall time; bytes per task when none were recorded."""
+        if not self.task_durations:
+            tasks = sorted(self.task_bytes)
+            return svg_bar_chart(
+                tasks,
+                [self.task_bytes[t] for t in tasks],
+                title="bytes per task",
+                formatter=format_bytes,
+            ) + (
+                f'<div style="{FONT} color:#666">This _SUCCESS records no task durations; '
+                "phase durations are above.</div>"
+            )
+        seconds = list(self.task_durations.values())
+        bins = histogram(seconds)
+        chart = svg_bar_chart(
+            [f"{format_seconds(lo)}–{format_seconds(hi)}" for lo, hi, _ in bins],
+            [count for _, _, count in bins],
+            title=f"task durations ({len(seconds)} tasks)",
+            formatter=lambda n: f"{n:.0f} task(s)",
+        )
+        wall = durations.get("tasks")
+        here = f"{len(seconds)} tasks, {format_seconds(sum(seconds))} in all"
+        if wall is not None:
+            here += f"; the tasks phase: {format_seconds(wall)}"
+        return chart + (
+            f'<div class="s3commit-task-note" style="{FONT} color:#666; max-width:420px">'
+            f"Task durations are {esc(up.TASK_TIME_NOTE)}. Here: {here}.</div>"
+        )
+
     def _report_html(self) -> str:
         s = self.summary
         doc = self.doc
+        tree = up.phase_tree(s["durations"])
         facts = [
             ("committer", s["committer"]),
             ("job", s["job"]),
@@ -199,45 +256,20 @@ class SuccessReport(WidgetWrapper):
             ("files", s["files"]),
             ("rows", s["rows"]),
             ("bytes", f"{format_bytes(s['bytes'])} ({s['bytes']} B)"),
-            ("replaced objects", s["replaced_objects"]),
-            ("duration", f"{format_seconds(job_seconds(s['durations']))} (setup + tasks + commit)"),
+            ("replaced", up.replaced_text(doc)),
+            ("duration", f"{_duration(tree)} ({_phase_sum(tree)})"),
         ]
         if "deltaVersion" in doc.table:
             removed = doc.table.get("deltaRemovedFiles", 0)
             facts.append(("Delta table version", f"{s['delta_version']} ({removed} files removed)"))
-        durations = s["durations"]
-        phase_chart = svg_bar_chart(
-            list(durations),
-            [float(v) for v in durations.values()],
-            title="duration per phase",
-            formatter=format_seconds,
-            width=380,
-        )
+        phase_chart = self._phase_chart(tree)
         partition_chart = svg_bar_chart(
             [p["partition"] for p in self.partitions],
             [p["bytes"] for p in self.partitions],
             title="bytes per partition",
             formatter=format_bytes,
         )
-        if self.task_durations:
-            bins = histogram(list(self.task_durations.values()))
-            task_chart = svg_bar_chart(
-                [f"{format_seconds(lo)}–{format_seconds(hi)}" for lo, hi, _ in bins],
-                [count for _, _, count in bins],
-                title=f"task durations ({len(self.task_durations)} tasks)",
-                formatter=lambda n: f"{n:.0f} task(s)",
-            )
-        else:
-            tasks = sorted(self.task_bytes)
-            task_chart = svg_bar_chart(
-                tasks,
-                [self.task_bytes[t] for t in tasks],
-                title="bytes per task",
-                formatter=format_bytes,
-            ) + (
-                f'<div style="{FONT} color:#666">This _SUCCESS records no task durations; '
-                "phase durations are above.</div>"
-            )
+        task_chart = self._task_chart(s["durations"])
         partitions_table = html_table(
             ["partition", "files", "rows", "bytes"],
             [
@@ -281,3 +313,12 @@ class SuccessReport(WidgetWrapper):
             f"<details><summary><b>S3 requests</b></summary>{requests_table}</details>"
             "</div>"
         )
+
+
+def _duration(tree: up.PhaseTree) -> str:
+    """The job's duration: its phases' sum (their parts are inside them)."""
+    return format_seconds(sum(seconds for _, seconds, _ in tree))
+
+
+def _phase_sum(tree: up.PhaseTree) -> str:
+    return " + ".join(name for name, _, _ in tree)
