@@ -45,6 +45,10 @@ class JobContext:
     #: (:mod:`.schema_check`); recorded in ``_SUCCESS``. None: unknown (a job rebuilt from its
     #: journal), the input's types are written
     data_schema: pa.Schema | None = None
+    #: requests (by operation) and their retries (by reason) the driver made for this job
+    #: before job setup (the schema check reading the destination): counted with the job's
+    setup_requests: dict[str, int] = field(default_factory=dict, compare=False)
+    setup_retries: dict[str, int] = field(default_factory=dict, compare=False)
 
     @classmethod
     def on_s3(

@@ -102,8 +102,11 @@ def checked_job(job: JobContext) -> JobContext:
         return job
     if not keeps_existing_files(job):
         return job
+    reader = _DestinationReader(job)
     with redacted_logs(job.settings.secret_key, job.settings.session_token):  # it reads S3
-        existing = destination_schema(job)
+        existing = destination_schema(job, reader)
+    counted = reader.counters  # the job's requests too: its _SUCCESS counts them
+    job = replace(job, setup_requests=counted.snapshot(), setup_retries=counted.retries())
     if existing is None:
         return job
     return replace(job, data_schema=fitted(existing, job))
@@ -252,14 +255,13 @@ def _mismatch(
 
 
 # -- the destination's schema ----------------------------------------------------------------
-def destination_schema(job: JobContext) -> DestinationSchema | None:
+def destination_schema(job: JobContext, reader: _DestinationReader) -> DestinationSchema | None:
     """The destination's schema from its ``_SUCCESS``, else from one of its data files; None
     if it holds no data file (or none whose schema can be read, as JSON).
 
     A store that refuses to read (write-only credentials) is logged and not checked: job
     setup then meets the same store.
     """
-    reader = _DestinationReader(job)
     try:
         return _recorded(reader, job) or _sampled(reader, job)
     except StoreError as exc:
@@ -346,14 +348,16 @@ def _csv_columns(head: bytes) -> int | None:
 
 class _DestinationReader:
     """The destination's visible files and ``_SUCCESS``, on S3 (ranged reads) or a store with
-    rename. Its requests are not the job's: they are not counted in its ``_SUCCESS``."""
+    rename; ``counters`` count its requests, which :func:`checked_job` adds to the job's."""
 
     def __init__(self, job: JobContext) -> None:
         self.location = job.location
         if isinstance(job.location, S3Location):
             self.s3 = open_store(job.settings, threads=1)
+            self.counters = self.s3.counters
         else:
             self.fs = open_rename_store(job.location, job.settings, threads=1)
+            self.counters = self.fs.counters
 
     def read(self, relpath: str) -> bytes | None:
         key = self.location.key(relpath)

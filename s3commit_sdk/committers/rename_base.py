@@ -220,6 +220,7 @@ class RenameCommitter(Committer):
         phases["job_commit"] = time.monotonic() - started
         partitions = sorted({partition_of(self.relative(e.key)) for e in entries})
         requests = Counter(self.store.counters.snapshot())
+        requests.update(self.job.setup_requests)  # the schema check's, before job setup
         for counts in task_requests:
             requests.update(counts)
         if self.job.options.mark_successful_jobs:

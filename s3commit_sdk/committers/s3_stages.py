@@ -344,6 +344,7 @@ def _retry_counts(run: CommitRun) -> dict[str, int]:
     """Retries by reason, of the driver and every committed task attempt."""
     totals = RequestCounters()
     totals.merge(run.store.counters.retries())
+    totals.merge(run.job.setup_retries)
     for pendingset in run.pendingsets:
         totals.merge(pendingset.retries)
     return totals.snapshot()
@@ -352,6 +353,8 @@ def _retry_counts(run: CommitRun) -> dict[str, int]:
 def _request_counts(run: CommitRun) -> dict[str, int]:
     """Driver requests plus the requests of every committed task attempt."""
     totals = dict(run.store.counters.snapshot())
+    for op, n in run.job.setup_requests.items():
+        totals[op] = totals.get(op, 0) + n
     for pendingset in run.pendingsets:
         for op, n in pendingset.iostatistics.get("counters", {}).items():
             totals[op] = totals.get(op, 0) + n
