@@ -67,7 +67,6 @@ _WHOLE_DESTINATION = ("directory", "file")
 _SPARK_PARQUET_SCHEMA = b"org.apache.spark.sql.parquet.row.metadata"
 #: how much of a CSV file is read for its first record
 _CSV_HEAD_BYTES = 64 * 1024
-#: the type of Python ``Decimal`` objects in pandas input: Spark's for them (``_infer_type``)
 
 
 @dataclass(frozen=True)
