@@ -17,6 +17,7 @@ from typing import Any
 
 from . import layout
 from .committers import cleanup
+from .committers.verify import holds_upload
 from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetError, S3CommitError
 from .formats import CommitMarker, Journal, PendingUpload, parse_success
 from .options import resolve_options
@@ -24,7 +25,6 @@ from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
 from .runner import resume_commit
 from .store import PendingUploadInfo, S3Store, open_store
-from .store.s3 import multipart_etag
 from .uploads import JOB_UUID, job_of_key
 
 #: What ``abort`` may do with visible objects that only their names tie to the job.
@@ -116,12 +116,8 @@ class _Unfinished:
         )
 
     def is_ours(self, commit: PendingUpload) -> bool:
-        """The object at the key is the one this upload produced (ETag, else size)."""
-        info = self.store.head(commit.bucket, commit.destinationKey)
-        if info is None:
-            return False
-        expected = multipart_etag(commit.etags)
-        return info.etag == expected if expected else info.size == commit.length
+        """The object at the key is the one this upload produced (:func:`holds_upload`)."""
+        return holds_upload(commit, self.store.head(commit.bucket, commit.destinationKey))
 
     def release(self) -> None:
         """Remove the journal and, last, the marker if it was on the store: a Delta job took

@@ -187,9 +187,13 @@ def file_schema(store: S3Store, listing: Listing) -> pa.Schema:
     if listing.format == "orc":
         return paorc.ORCFile(source).schema
     if listing.format == "csv":  # no header, as Spark writes it: _c0, _c1, ... as strings
-        line = source.read(first.size).split(b"\n", 1)[0] + b"\n"  # a record ends in one
-        count = len(pacsv.read_csv(io.BytesIO(line), *_csv_read(None)).schema)
-        return pa.schema([(f"_c{i}", pa.string()) for i in range(count)])
+        count = csv_columns(source.read(min(first.size, CSV_HEAD_BYTES)))
+        if count is None:
+            raise InvalidPathError(
+                f"the first record of {listing.location.url(first.key)} is not a whole line: "
+                "give the schema with spark.read.schema(...)"
+            )
+        return csv_schema(count)
     inferred = pajson.read_json(source).schema
     # Spark's JSON inference keeps timestamps and dates as strings; nulls-only fields too
     return pa.schema([_json_inferred(f) for f in inferred])
@@ -302,6 +306,26 @@ def _read_text(body: bytes, fmt: str, data: pa.Schema) -> pa.Table:
         return pacsv.read_csv(io.BytesIO(body), *_csv_read(as_text))
     options = pajson.ParseOptions(explicit_schema=as_text, unexpected_field_behavior="ignore")
     return pajson.read_json(io.BytesIO(body), parse_options=options)
+
+
+#: how much of a CSV file is read for its first record
+CSV_HEAD_BYTES = 64 * 1024
+
+
+def csv_columns(head: bytes) -> int | None:
+    """The column count of the first record of a CSV file as Spark writes it (the first
+    ``CSV_HEAD_BYTES`` of it); None if its first line is not a whole record (a quoted value
+    holding a line break)."""
+    line = head.split(b"\n", 1)[0] + b"\n"  # a record ends in one
+    try:
+        return pacsv.read_csv(io.BytesIO(line), *_csv_read(None)).num_columns
+    except pa.ArrowInvalid:
+        return None
+
+
+def csv_schema(count: int) -> pa.Schema:
+    """Spark's names for the columns of a CSV file without a header: strings ``_c0``, ..."""
+    return pa.schema([(f"_c{i}", pa.string()) for i in range(count)])
 
 
 def _csv_read(schema: pa.Schema | None):

@@ -26,7 +26,6 @@ without ``partition_by``) keeps nothing old and is not checked.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections.abc import Iterator
@@ -34,7 +33,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
@@ -52,7 +50,7 @@ from .partitions import parse_directories
 from .paths import S3Location
 from .protocol import JobContext
 from .redaction import redacted_logs
-from .scan import TableFile, open_file
+from .scan import CSV_HEAD_BYTES, TableFile, csv_columns, csv_schema, open_file
 from .sparktypes import arrow_of_spark_json, file_schema, spark_type_name
 from .store import open_store
 from .store.rename import open_rename_store
@@ -65,8 +63,6 @@ PLAIN_FORMATS = tuple(EXTENSIONS)
 _WHOLE_DESTINATION = ("directory", "file")
 #: Spark's schema in the key-value metadata of the Parquet files it writes
 _SPARK_PARQUET_SCHEMA = b"org.apache.spark.sql.parquet.row.metadata"
-#: how much of a CSV file is read for its first record
-_CSV_HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -303,10 +299,10 @@ def _sampled(reader: _DestinationReader, job: JobContext) -> DestinationSchema |
             if fmt == "json":
                 return None  # readers infer JSON types across files: nothing to hold it to
             if fmt == "csv":
-                count = _csv_columns(stream.read(min(size, _CSV_HEAD_BYTES)))
+                count = csv_columns(stream.read(min(size, CSV_HEAD_BYTES)))
                 if count is None:
                     return None
-                columns = pa.schema([(f"_c{i}", pa.string()) for i in range(count)])
+                columns = csv_schema(count)
                 return DestinationSchema(columns, fmt, partition_by, source, typed=False)
             columns = _footer_schema(stream, fmt)
         except (pa.ArrowException, InvalidArgumentError, ValueError) as exc:
@@ -331,18 +327,6 @@ def _footer_schema(stream: pa.NativeFile, fmt: str) -> pa.Schema:
         except ValueError:
             pass  # a type we do not write: pyarrow's reading of the footer is the next best
     return file_schema(parquet.schema_arrow)
-
-
-def _csv_columns(head: bytes) -> int | None:
-    """The column count of the first record, as Spark writes CSV; None if the first line is
-    not a whole record (a quoted value holding a line break)."""
-    line = head.split(b"\n", 1)[0]
-    parse = pacsv.ParseOptions(escape_char="\\", double_quote=False)
-    read = pacsv.ReadOptions(autogenerate_column_names=True)
-    try:
-        return pacsv.read_csv(io.BytesIO(line + b"\n"), read, parse).num_columns
-    except pa.ArrowInvalid:
-        return None
 
 
 class _DestinationReader:

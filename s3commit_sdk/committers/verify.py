@@ -91,9 +91,19 @@ def _listed(store: S3Store, group: list[Completed]) -> dict[str, ObjectInfo]:
     return listed
 
 
+def holds_upload(commit: PendingUpload, info: ObjectInfo | None) -> bool:
+    """The object ``info`` describes is the one ``commit``'s upload produced: its size, and its
+    multipart ETag where the parts' ETags are known. Job commit, recover and abort judge alike."""
+    return (
+        info is not None
+        and info.size == commit.length
+        and _same(multipart_etag(commit.etags), info.etag)
+    )
+
+
 def _checked(done: Completed, info: ObjectInfo | None) -> str:
     commit, expected = done.commit, done.expected
-    if info is None or info.size != commit.length or not _same(expected, info.etag):
+    if not holds_upload(commit, info):
         found = "missing" if info is None else f"size {info.size}, ETag {info.etag}"
         raise CommitError(
             f"{commit.destinationKey!r} is not what the task uploaded after completion: "
