@@ -310,7 +310,9 @@ def test_text_progress_of_one_spark_task_moves_while_it_runs(spark, dest):
     during = [
         line
         for line in lines
-        if line.startswith("writing, 0/1 tasks done, 1 running")
+        # the total and the running count come from Spark's status store, which may lag the
+        # task's own reports: what matters is rows moving while no task is done
+        if re.match(r"writing, 0/(1|\?) tasks done, [01] running", line)
         and not line.split(" running, ")[1].startswith("0 rows")
     ]
     assert during, lines
