@@ -139,7 +139,8 @@ def test_failed_start_raises_with_the_daemon_log_and_leaves_nothing_running(rgw)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         server = RGWServer(bucket="", port=taken.getsockname()[1], timeout=30)
-        # radosgw exits 98 after the bind failure, or sometimes crashes on its way out (-11)
+        # radosgw exits 98 (EADDRINUSE, which RGWServer names: an abort on the way out can cut
+        # the log before the bind failure's line), or crashes on its way out (-11) after logging it
         failed = r"(?s)client\.rgw exited with -?\d+.*already in use"
         with pytest.raises(RuntimeError, match=failed):
             server.start()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import os
 import shutil
 import subprocess
@@ -237,7 +238,10 @@ class RGWServer(LocalS3Server):
         while True:
             for name, process in self.daemons.items():
                 if process.poll() is not None:
-                    self._fail(f"{name} exited with {process.returncode}", daemons=[name])
+                    what = f"{name} exited with {process.returncode}"
+                    if process.returncode == errno.EADDRINUSE:  # radosgw exits with bind's errno
+                        what += f" (EADDRINUSE: port {self.port} on 127.0.0.1 already in use)"
+                    self._fail(what, daemons=[name])
             try:
                 urllib.request.urlopen(self.endpoint, timeout=1).close()
                 return
