@@ -15,7 +15,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: system-deps-demo system-deps system-deps-bench setup demo test test-fast faults lint \
-	format clean bench bench-quick bench-commit
+	format clean bench bench-quick bench-commit docs wheel
 
 # ---- system packages -----------------------------------------------------------------------
 # Each need: a shell test that it is there, why it is needed, its Debian/Ubuntu packages and
@@ -82,6 +82,8 @@ WHY_demo     := Spark, the widgets, the local S3 server and Delta output: make d
 EXTRAS_dev   := dev
 WHY_dev      := pytest, nbval, papermill, voila, jupyterlab, playwright, ruff: the test suite and lint
 AFTER_dev     = $(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+EXTRAS_docs  := docs
+WHY_docs     := MkDocs, Material, mkdocs-jupyter, mkdocstrings: the documentation site
 EXTRAS_bench := bench
 WHY_bench    := matplotlib, awswrangler, py-spy: the benchmarks and their charts
 
@@ -99,6 +101,7 @@ $(VENV)/.extras-%: pyproject.toml | $(PY)
 
 DEMO  := $(VENV)/.extras-demo
 DEV   := $(VENV)/.extras-dev
+DOCS  := $(VENV)/.extras-docs
 BENCH := $(VENV)/.extras-bench
 
 # ---- targets -------------------------------------------------------------------------------
@@ -107,7 +110,7 @@ setup: system-deps-demo $(DEMO)
 demo: setup
 	$(PY) -m s3commit_sdk.demo
 
-test: system-deps $(DEMO) $(DEV)
+test: system-deps $(DEMO) $(DEV) $(DOCS)
 	@echo "make test: the whole suite, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 30-35 minutes on 2 cores (make test-fast: about 2)"
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax \
 		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
@@ -124,16 +127,25 @@ test-fast: setup $(DEV)
 faults: system-deps $(DEMO) $(DEV)
 	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix -m fault tests
 
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a broken link or a missing name
+# fails it. tests/test_docs.py builds it too, so `make test` (CI) checks it.
+docs: $(DEMO) $(DOCS)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# The wheel to install on a cluster (Databricks, EMR): dist/s3commit_sdk-<version>-py3-none-any.whl
+wheel: | $(PY)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+
 lint: $(DEV)
-	$(VENV)/bin/ruff check s3commit_sdk tests bench
-	$(VENV)/bin/ruff format --check s3commit_sdk tests bench
+	$(VENV)/bin/ruff check s3commit_sdk tests bench docs/hooks
+	$(VENV)/bin/ruff format --check s3commit_sdk tests bench docs/hooks
 
 format: $(DEV)
-	$(VENV)/bin/ruff format s3commit_sdk tests bench
-	$(VENV)/bin/ruff check --fix s3commit_sdk tests bench
+	$(VENV)/bin/ruff format s3commit_sdk tests bench docs/hooks
+	$(VENV)/bin/ruff check --fix s3commit_sdk tests bench docs/hooks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache spark-warehouse
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .ruff_cache spark-warehouse
 
 # Benchmarks (bench/run.py), every scenario on Ceph RGW (the reference) and on moto: results JSON
 # in bench/results/, report + charts in bench/reports/ (full run) or bench/results/ (quick).

@@ -17,7 +17,7 @@ from .harness import DESCRIPTIONS, KINDS, MIB, Record, Run, Target
 REFERENCE = "rgw"
 DIRECT = "direct (unsafe)"
 ZERO_RENAME = ("directory", "partitioned", "magic")
-#: requests every job makes once, and every task once (README, "Request counts")
+#: requests every job makes once, and every task once (docs/reference/requests.md)
 JOB_REQUESTS = 11
 TASK_REQUESTS = 2
 #: the job commit's default thread count (option ``threads``)
@@ -344,7 +344,7 @@ def _limits_headline(run: Run, kind: str) -> str:
 
 
 def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
-    """What the README quotes: one row per figure, one column per endpoint."""
+    """What the performance page quotes: one row per figure, one column per endpoint."""
     rows: list[tuple[str, Callable[[str], str]]] = []
     cases = sorted({(r.labels["size_mib"], r.labels["partitioned"]) for r in run.of("end_to_end")})
     for size, partitioned in cases:

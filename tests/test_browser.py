@@ -4,7 +4,7 @@ The page runs a small notebook: a committed write (its live ``CommitProgress`` p
 second write that fails), ``PendingUploads`` over two leftover uploads (one with a hostile
 key), and the ``SuccessReport`` of the first write. The test ticks one upload, clicks "Abort
 selected", confirms, and checks through boto3 that exactly that upload is gone. Screenshots of
-the three widgets go to ``docs/`` (the README shows them).
+the three widgets go to ``docs/`` (the Jupyter guide, docs/guides/jupyter-papermill.md, shows them).
 
 Chromium comes from apt (``apt-get install -y chromium``; ``make setup`` installs it), never from
 ``playwright install``. Set ``S3COMMIT_SKIP_BROWSER=1`` to skip on a machine without it.

@@ -58,7 +58,7 @@ FALL_BACK = [  # the night Paris puts its clocks back: both are 02:30 on the wal
 FORMATS = ("parquet", "orc", "csv", "json")
 
 # name, Spark type, one value per row (row 2 is null everywhere), formats that leave it out:
-# CSV cannot hold nested types or the null type (Spark refuses them too); see README "Types"
+# CSV cannot hold nested types or the null type (Spark refuses them too); see docs/concepts/types.md
 # for ORC (timestamp_ntz, dates before 1582) and Parquet (the null type).
 COLUMNS = [
     ("id", IntegerType(), [0, 1, 2, 3], ()),
@@ -89,7 +89,7 @@ COLUMNS = [
         "old_date",
         DateType(),
         [dt.date(1, 1, 1), dt.date(1582, 10, 4), None, dt.date(1000, 6, 15)],
-        ("orc",),  # refused in ORC: Spark would read them shifted (see README "Types")
+        ("orc",),  # refused in ORC: Spark would read them shifted (see docs/concepts/types.md)
     ),
     (
         "ts",
@@ -103,7 +103,7 @@ COLUMNS = [
         (),
     ),
     (
-        "ts_frac_1969",  # before 1970 with a fraction: refused in ORC (see README "Types")
+        "ts_frac_1969",  # before 1970 with a fraction: refused in ORC (see docs/concepts/types.md)
         TimestampType(),
         [dt.datetime(1969, 12, 31, 23, 59, 59, 999500, tzinfo=UTC), None, None, None],
         ("orc",),
