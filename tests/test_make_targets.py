@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -65,9 +67,10 @@ def apt_packages(plan: str) -> set[str]:
     [
         ("setup", DEMO_EXTRAS, JAVA),
         ("demo", DEMO_EXTRAS, JAVA),
-        ("test", DEMO_EXTRAS | {"dev"}, JAVA | CHROMIUM | CEPH),
+        ("test", DEMO_EXTRAS | {"dev", "docs"}, JAVA | CHROMIUM | CEPH),
         ("test-fast", DEMO_EXTRAS | {"dev"}, JAVA),
         ("lint", {"dev"}, set()),
+        ("docs", DEMO_EXTRAS | {"docs"}, set()),
         ("bench-quick", DEMO_EXTRAS | {"bench"}, JAVA | CEPH),
     ],
 )
@@ -89,14 +92,33 @@ def test_the_suite_on_moto_without_the_browser_needs_only_java(tmp_path):
     assert apt_packages(plan) == JAVA
 
 
-def test_make_test_after_make_setup_installs_only_the_dev_extra(tmp_path):
+def test_make_test_after_make_setup_installs_only_the_dev_and_docs_extras(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()
     (venv / ".extras-demo").touch()  # what `make setup` leaves, newer than pyproject.toml
     plan = dry_run("test", venv)
-    assert extras_installed(plan) == {"dev"}
+    assert extras_installed(plan) == {"dev", "docs"}
     assert "-m venv" not in plan
+
+
+def test_make_wheel_builds_the_wheel_a_cluster_installs(tmp_path):
+    """`make wheel` for real: the package and the top-level module Spark finds the data source
+    by (pyspark_s3commit), and no tests or notebooks."""
+    venv = Path(sys.executable).parent.parent
+    done = subprocess.run(
+        [MAKE, "-s", "-C", str(REPO), f"VENV={venv}", "wheel"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    wheels = sorted((REPO / "dist").glob("s3commit_sdk-*-py3-none-any.whl"))
+    assert wheels, "no wheel in dist/"
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        names = set(wheel.namelist())
+    assert {"pyspark_s3commit.py", "s3commit_sdk/api.py", "s3commit_sdk/cli.py"} <= names
+    assert not any(name.startswith(("tests/", "notebooks/")) for name in names)
 
 
 def system_deps(target: str, tmp_path: Path, *programs: str) -> subprocess.CompletedProcess:
