@@ -170,3 +170,50 @@ def test_the_marked_code_blocks_run(path, tmp_path, monkeypatch):
                     timeout=300,
                 )
                 assert run.returncode == 0, f"{path}:\n{code}\n{run.stdout}{run.stderr}"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_site_in_a_browser_navigates_and_searches(site, tmp_path):
+    """The built site served on 127.0.0.1 in Debian's chromium: the home page, a how-to reached
+    through the navigation, and the reference of ``write_committed`` found by the site's search.
+    Their screenshots go to ``docs/screenshots/``."""
+    if os.environ.get("S3COMMIT_SKIP_BROWSER") == "1":
+        pytest.skip("S3COMMIT_SKIP_BROWSER=1")
+    playwright = pytest.importorskip("playwright.sync_api")
+    shots = ROOT / "docs" / "screenshots"
+    shots.mkdir(exist_ok=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", site],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (...)"
+        port = re.search(r"port (\d+)", line).group(1)
+        base = f"http://127.0.0.1:{port}"
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(base + "/")
+            assert page.locator("h1").first.inner_text().rstrip("¶") == "s3commit_sdk"
+            page.screenshot(path=str(shots / "site-home.png"))
+            page.get_by_role("link", name="Databricks").first.click()
+            page.wait_for_url("**/guides/databricks/")
+            assert page.locator("h1").first.inner_text().rstrip("¶") == "Databricks"
+            page.screenshot(path=str(shots / "site-guide-databricks.png"))
+            page.keyboard.press("/")  # Material's shortcut to the search box
+            page.keyboard.type("Python API", delay=20)
+            page.locator(".md-search-result__meta", has_text="matching").wait_for()
+            found = page.locator("a.md-search-result__link").evaluate_all(
+                "links => links.map(link => link.href)"
+            )
+            assert any("/reference/api/" in href for href in found), found
+            page.goto(base + "/reference/api/")
+            assert "s3commit_sdk.write_committed" in page.inner_text("body")
+            page.screenshot(path=str(shots / "site-reference-write_committed.png"))
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait()

@@ -6,6 +6,9 @@ A page names what it wants with a marker line, replaced at build time:
 - ``<!-- generated: cli -->``: every ``s3commit`` command's help, from its argparse parser;
 - ``<!-- generated: errors -->``: every error type, its base, its own fields, its docstring;
 - ``<!-- generated: visible -->``: the values of an error's ``visible`` field.
+
+The benchmark reports (``docs/bench-reports``, a link to ``bench/reports``) are kept out of the
+site's search: past runs' figures would bury the pages that explain them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ BASE_FIELDS = ("message", "destination", "job_id", "visible", "remedy")
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs calls it with these
+    if page.file.src_uri.startswith("bench-reports/"):  # past runs: linked, not searched
+        page.meta["search"] = {"exclude": True}
     return MARKER.sub(lambda match: GENERATORS[match.group(1)](), markdown)
 
 
