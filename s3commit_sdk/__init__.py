@@ -4,11 +4,17 @@ from typing import Any
 
 from .api import CommittedFile, WriteResult, read_result, write_committed
 from .errors import (
+    CleanupIncompleteError,
     CommitError,
     ConcurrentCommitError,
     ConflictError,
+    CredentialsError,
+    DeltaTableError,
     InvalidArgumentError,
+    InvalidOptionError,
     InvalidPathError,
+    JournalTrustError,
+    MissingPermissionError,
     PendingSetError,
     S3CommitError,
     SchemaMismatchError,
@@ -16,19 +22,26 @@ from .errors import (
     TaskFailedError,
     UnknownOptionError,
     UnsupportedSessionError,
+    VersionedBucketError,
 )
 from .formats import SuccessDocument
 from .options import CommitterName, ConflictMode, OutputFormat
 
 __all__ = [
+    "CleanupIncompleteError",
     "CommitError",
     "CommittedFile",
     "CommitterName",
     "ConcurrentCommitError",
     "ConflictError",
     "ConflictMode",
+    "CredentialsError",
+    "DeltaTableError",
     "InvalidArgumentError",
+    "InvalidOptionError",
     "InvalidPathError",
+    "JournalTrustError",
+    "MissingPermissionError",
     "OutputFormat",
     "PendingSetError",
     "S3CommitError",
@@ -38,6 +51,7 @@ __all__ = [
     "TaskFailedError",
     "UnknownOptionError",
     "UnsupportedSessionError",
+    "VersionedBucketError",
     "WriteResult",
     "read_result",
     "register",

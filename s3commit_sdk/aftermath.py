@@ -39,6 +39,8 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
         reason = str(exc)  # our messages are written for people, remedy included
     else:
         reason = first_line(exc)
+    # an interrupt held through a failing commit is raised from the typed error (.interrupts)
+    facts = exc.__cause__ if interrupted and isinstance(exc.__cause__, S3CommitError) else exc
     location = getattr(job, "location", None)
     destination = location.url() if location is not None else getattr(exc, "destination", None)
     failure = Failure(
@@ -48,8 +50,8 @@ def failure_of(exc: BaseException, job: Any = None) -> Failure:
         destination=destination or "",
         job_id=getattr(job, "job_id", "") or getattr(exc, "job_id", None) or "",
         notes=notes,
-        visible=getattr(exc, "visible", None),
-        remedy=getattr(exc, "remedy", None),
+        visible=getattr(facts, "visible", None),
+        remedy=getattr(facts, "remedy", None),
     )
     if not isinstance(location, S3Location):
         return failure

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from .committers import check_committer
+from .committers.staging import usable_buffer_dir
 from .credentials import CredentialsProvider
 from .delta.schema import delta_table_schema
 from .engines.connect import (
@@ -36,6 +37,7 @@ from .options import (
     OutputFormat,
     check_choice,
     check_combination,
+    option_spec,
     resolve_options,
     spark_conf_defaults,
 )
@@ -153,6 +155,7 @@ def write_committed(
         schema=spark_schema_to_arrow(df) if spark else table.schema,
         conf=conf,
         credentials_provider=credentials_provider,
+        check_local_dirs=not connect,
     )
     job = checked_job(job)  # reads the destination: after every argument is checked
     tracker = ProgressTracker(make_listener(progress, f"s3commit write to {job.location.url()}"))
@@ -216,12 +219,16 @@ def new_job(
     conf: Mapping[str, str] | None,
     credentials_provider: CredentialsProvider | None = None,
     default_conflict_mode: ConflictMode = "fail",
+    check_local_dirs: bool = True,
 ) -> JobContext:
     """Validate every argument of a write, before anything is uploaded; the job they describe.
 
     ``conf`` is the Spark session's conf, or None for in-process input. Shared by
     ``write_committed`` and the ``s3commit`` Spark data source, whose save mode is its
     ``default_conflict_mode``: the mode where neither ``conflict_mode`` nor the option is given.
+    ``check_local_dirs``: check ``buffer.dir`` here (this process is Spark's driver or runs the
+    tasks itself); False for a Spark Connect client, whose disks are not the tasks' (the tasks
+    then check it, with the same typed error).
     """
     check_committer(committer)
     check_choice("format", format, OUTPUT_FORMATS)
@@ -231,6 +238,8 @@ def new_job(
     check_combination(
         resolved, options, committer=committer, format=format, engine=engine, conflict_mode=mode
     )
+    if check_local_dirs and committer in option_spec("buffer.dir").committers:
+        usable_buffer_dir(resolved.buffer_dir)
     location = parse_destination(path)
     if committer in S3_COMMITTERS and not isinstance(location, S3Location):
         raise InvalidPathError(
@@ -299,7 +308,7 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> tuple[str, .
     if len(set(columns)) != len(columns):
         raise InvalidArgumentError(f"partition_by names a column twice: {list(columns)}")
     for name in columns:
-        bad = not isinstance(name, str) or not name or is_hidden(name)
+        bad = not isinstance(name, str) or not name.strip() or is_hidden(name)
         if bad or name == HIVE_DEFAULT_PARTITION:
             raise InvalidArgumentError(f"invalid partition column name {name!r}")
     return columns

@@ -4,6 +4,10 @@ The commands users of ``hadoop s3guard uploads`` know, with two differences: a P
 means a directory (``s3://b/out/ds1`` never reaches ``s3://b/out/ds10``), and uploads can be
 chosen by the job UUID our keys carry. Exit codes: 0 ok, 1 failed (message on stderr), 2 bad
 usage or arguments, 46 ``uploads expect`` found another count (as Hadoop's ``-expect``).
+
+Everything printed passes through :func:`~s3commit_sdk.textformat.printable`: keys, job ids and
+``_SUCCESS`` fields come from the store, where anyone with write access can put terminal escape
+sequences in them; they are shown escaped (``\u001b``), never acted on.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .options import parse_int, resolve_options
 from .paths import parse_s3_url
 from .redaction import RedactingFilter, redacted_logs
 from .store import S3Settings
+from .textformat import printable, printable_values
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -180,24 +185,44 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     options = {"endpoint": args.endpoint} if getattr(args, "endpoint", None) else {}
     redacting = RedactingFilter(())  # headers only, until the secrets are known
+    out, err = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
     try:
         settings = S3Settings.resolve(resolve_options(options))
         with redacted_logs(settings.secret_key, settings.session_token) as redacting:
-            return args.handler(args, options, now, sys.stdout)
+            return args.handler(args, options, now, out)
     except InvalidArgumentError as exc:
-        print(redacting.redact(f"s3commit: error: {exc}"), file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: {exc}"), file=err)
         return EXIT_USAGE
     except S3CommitError as exc:
-        print(redacting.redact(f"s3commit: error: {exc}"), file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: {exc}"), file=err)
         if exc.remedy:  # the one line a script or a person acts on
-            print(redacting.redact(f"s3commit: next: {exc.remedy}"), file=sys.stderr)
+            print(redacting.redact(f"s3commit: next: {exc.remedy}"), file=err)
         return EXIT_FAILED
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        print(redacting.redact(f"s3commit: error: S3 request failed: {exc}"), file=sys.stderr)
+        print(redacting.redact(f"s3commit: error: S3 request failed: {exc}"), file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("s3commit: interrupted", file=sys.stderr)
         return 130
+
+
+class PrintableStream:
+    """A text stream writing through :func:`printable`: the lines are ours, every other
+    control character is shown escaped."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(printable(text, keep="\n"))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _lines(lines: list[str]) -> str:
+    """Lines of a report as one text: a line break inside one (a key's) is shown escaped."""
+    return "\n".join(printable(line) for line in lines)
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -224,8 +249,8 @@ def _table(found, now: datetime | None) -> list[str]:
         initiated = up.as_utc(upload.initiated)
         rows.append(
             (
-                upload.key,
-                upload.upload_id,
+                printable(upload.key),
+                printable(upload.upload_id),
                 up.job_of_key(upload.key) or "-",
                 initiated.strftime("%Y-%m-%d %H:%M:%S UTC") if initiated else "?",
                 up.format_duration(up.upload_age(upload, now)),
@@ -290,7 +315,7 @@ def _uploads_abort(args, options, now, out: TextIO) -> int:
     results = up.abort_uploads(args.path, found, options=options)
     for upload, aborted in results:
         state = "aborted" if aborted else "already gone"
-        print(f"{state}: {upload.key} (upload {upload.upload_id})", file=out)
+        print(printable(f"{state}: {upload.key} (upload {upload.upload_id})"), file=out)
     count = sum(1 for _, aborted in results if aborted)
     print(f"aborted {count} pending upload(s) under {where}", file=out)
     return EXIT_OK
@@ -313,12 +338,13 @@ def _success(args, options, now, out: TextIO) -> int:
     doc = up.read_success(args.path, options)
     if args.json:
         print(doc.to_json() if doc else json.dumps(None), file=out)
-    else:
-        print(f"_SUCCESS of {location.url()}", file=out)
-        print(up.format_success(doc), file=out)
-        if doc and "deltaVersion" in doc.table:
-            version, removed = doc.table["deltaVersion"], doc.table.get("deltaRemovedFiles", 0)
-            print(f"Delta table   version {version}, {removed} files removed", file=out)
+        return EXIT_OK
+    shown = printable_values(doc.to_dict()) if doc else None  # no line breaks in its fields
+    print(printable(f"_SUCCESS of {location.url()}"), file=out)
+    print(up.format_success(shown), file=out)
+    if shown and "deltaVersion" in shown:
+        version, removed = shown["deltaVersion"], shown.get("deltaRemovedFiles", 0)
+        print(f"Delta table   version {version}, {removed} files removed", file=out)
     return EXIT_OK
 
 
@@ -339,7 +365,7 @@ def _lifecycle(args, options, now, out: TextIO) -> int:
 
 
 def _recover(args, options, now, out: TextIO) -> int:
-    print("\n".join(recovery.recover(args.path, options).lines()), file=out)
+    print(_lines(recovery.recover(args.path, options).lines()), file=out)
     return EXIT_OK
 
 
@@ -358,7 +384,7 @@ def _abort(args, options, now, out: TextIO) -> int:
     """
     plan = recovery.plan_abort(args.path, options)
     if args.dry_run or plan.needs_choice:
-        print("\n".join(plan.lines()), file=out)
+        print(_lines(plan.lines()), file=out)
     if args.dry_run:
         print("dry run: nothing changed", file=out)
         return EXIT_OK
@@ -367,7 +393,7 @@ def _abort(args, options, now, out: TextIO) -> int:
         if answer not in ("yes", "y"):
             print("not confirmed; nothing changed", file=out)
             return EXIT_FAILED
-    print("\n".join(plan.carry_out(args.visible).lines()), file=out)
+    print(_lines(plan.carry_out(args.visible).lines()), file=out)
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import botocore.credentials
 
-from .errors import InvalidArgumentError
+from .errors import NOTHING_VISIBLE, CredentialsError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from .options import CommitOptions
@@ -64,9 +64,27 @@ def resolve_provider(provider: CredentialsProvider) -> Callable[[], Any]:
     )
 
 
+def provider_name(provider: CredentialsProvider) -> str:
+    """The provider as errors name it: ``module:function`` (a callable) or as given."""
+    if isinstance(provider, str):
+        return provider
+    module = getattr(provider, "__module__", None) or "?"
+    name = getattr(provider, "__qualname__", None) or type(provider).__qualname__
+    return f"{module}:{name}"
+
+
 def provider_session(provider: CredentialsProvider) -> boto3.session.Session:
-    """A boto3 session holding what the provider returns."""
-    made = resolve_provider(provider)()
+    """A boto3 session holding what the provider returns; :class:`CredentialsError` naming
+    the provider and its error when it raises."""
+    call = resolve_provider(provider)
+    try:
+        made = call()
+    except Exception as exc:
+        name = provider_name(provider)
+        raise CredentialsError(
+            f"the credentials provider {name} raised {type(exc).__name__}: {exc}",
+            provider=name,
+        ) from exc
     if isinstance(made, boto3.session.Session):
         return made
     if isinstance(made, botocore.credentials.Credentials):
@@ -90,12 +108,19 @@ def with_provider(
     """``settings`` taking credentials from ``provider`` instead of the driver's environment."""
     if provider is None:
         return settings
-    resolve_provider(provider)  # a bad provider fails here, before anything is uploaded
     if options.access_key or options.session_token or options.profile:
         raise InvalidArgumentError(
             "give either a credentials provider or the options access.key / secret.key / "
             "session.token / profile, not both"
         )
+    try:  # a bad provider fails here, before anything is uploaded
+        provider_session(provider)
+    except CredentialsError as exc:
+        raise CredentialsError(
+            f"{exc}; nothing was uploaded",
+            provider=exc.provider,
+            visible=NOTHING_VISIBLE,
+        ) from exc.__cause__
     return dataclasses.replace(
         settings,
         credentials_provider=provider,

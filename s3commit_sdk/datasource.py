@@ -9,8 +9,11 @@ result is the ``_SUCCESS`` document (:func:`s3commit_sdk.read_result` reads it b
 ``abort()`` is job abort, which finds the uploads of failed and killed attempts by job UUID
 (the API has no per-task abort).
 
-Reading lists the visible files (one input partition per file, large Parquet files split by
-row groups), discovers Hive partition columns as Spark does, and returns Arrow batches.
+Reading lists the visible files as of the destination's last committed job (a commit in
+progress is never read half: :mod:`.committed_view`), one input partition per file (large
+Parquet files split by row groups), discovers Hive partition columns as Spark does, skips the
+partition directories a pushed filter rules out as Spark would (:mod:`.pruning`), and returns
+Arrow batches.
 """
 
 from __future__ import annotations
@@ -25,21 +28,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
     Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringContains,
-    StringEndsWith,
-    StringStartsWith,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructField, StructType
@@ -47,10 +37,17 @@ from pyspark.sql.types import StructField, StructType
 from .api import new_job
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import execute_spark_task, struct_to_arrow
-from .errors import InvalidArgumentError, InvalidPathError, PendingSetError, crossing_spark
-from .options import parse_size, resolve_options
+from .errors import (
+    InvalidArgumentError,
+    InvalidOptionError,
+    InvalidPathError,
+    PendingSetError,
+    crossing_spark,
+)
+from .options import parse_size, parse_text, resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext, TaskCommit
+from .pruning import may_match, partition_values
 from .runner import abort_job, commit_job, setup_job, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
 from .schema_check import checked_job
@@ -88,10 +85,9 @@ class S3CommitDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> S3CommitWriter:
         """Validate every option and set the job up, before Spark starts a task."""
         arrow = struct_to_arrow(schema, "UTC")  # the batches carry the session's zone
-        job = write_job(self.options, arrow, overwrite)
         started = time.time()
         with crossing_spark():  # in a Python worker: the typed error must survive Spark
-            job = checked_job(job)
+            job = checked_job(write_job(self.options, arrow, overwrite))
             setup_job(job)
         now = time.time()
         return S3CommitWriter(job, arrow, now - started, now)
@@ -122,13 +118,15 @@ def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) ->
     if not path:
         raise InvalidPathError("no destination: call .save('s3://bucket/prefix')")
     committer = given.pop("committer", "partitioned")
-    columns = [c.strip() for c in given.pop("partition_by", "").split(",") if c.strip()]
+    columns = _partition_columns(given.pop("partition_by", None), schema)
     conflict_mode = given.pop("conflict_mode", None)
     provider = given.pop("credentials_provider", None)
+    if provider is not None:  # a blank one would be taken as none
+        provider = parse_text("credentials_provider", provider)
     return new_job(
         path,
         committer=committer,
-        partition_by=columns or None,
+        partition_by=columns,
         conflict_mode=conflict_mode,
         format=given.pop("format", "parquet"),
         options=given,
@@ -137,6 +135,22 @@ def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) ->
         credentials_provider=provider,
         default_conflict_mode="replace" if overwrite else "append",
     )
+
+
+def _partition_columns(text: str | None, schema: pa.Schema) -> list[str] | None:
+    """The ``partition_by`` option's column names, comma-separated. A blank name is refused:
+    dropped, it would make the write unpartitioned (or partitioned by fewer columns)."""
+    if text is None:
+        return None
+    names = [name.strip() for name in str(text).split(",")]
+    if not all(names):
+        raise InvalidOptionError(
+            f"option 'partition_by' is {text!r}, which names a blank column: give the columns "
+            f"separated by commas (the data's columns: {', '.join(schema.names)}), or leave "
+            "the option out",
+            option="partition_by",
+        )
+    return names
 
 
 class S3CommitWriter(DataSourceArrowWriter):
@@ -259,6 +273,10 @@ class S3CommitReader(DataSourceReader):
         return [InputPartition(split) for split in self.plan.splits()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Spark asks for one partition of value None when ``partitions()`` gave none (every
+        file pruned, or none there): it holds no rows."""
+        if partition.value is None:
+            return
         plan = self.plan
         yield from read_split(
             plan.read.store, plan.listing, partition.value, plan.data, plan.wanted, plan.read.zone
@@ -266,7 +284,8 @@ class S3CommitReader(DataSourceReader):
 
 
 class PruningReader(S3CommitReader):
-    """Drops the files of partitions that no row of a pushed filter can come from.
+    """Drops the files of partitions that no row of a pushed filter can come from
+    (:mod:`.pruning`: Spark's null, NaN and ordering rules).
 
     Only used when Spark asks for pushdown (``spark.sql.python.filterPushdown.enabled``):
     Spark's planning fails for a reader defining ``pushFilters`` while it is off. Every filter
@@ -274,75 +293,13 @@ class PruningReader(S3CommitReader):
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        listing, zone = self.plan.listing, self.plan.read.zone
+        plan = self.plan
+        listing, types = plan.listing, {f.name: f.type for f in plan.wanted}
         for file in listing.files:
-            values = _typed_partition(listing, file.values, zone)
-            if values is not None and not all(_may_hold(f, values) for f in filters):
-                self.plan.pruned.add(file.key)
+            values = partition_values(listing.partition_columns, file.values, types, plan.read.zone)
+            if not may_match(filters, values):
+                plan.pruned.add(file.key)
         return filters
-
-
-def _typed_partition(listing: Listing, raws, zone: str) -> dict[str, object] | None:
-    from .partitions import typed_value
-
-    try:
-        return {
-            name: typed_value(raw, arrow_type, zone)
-            for name, arrow_type, raw in zip(
-                listing.partition_columns, listing.partition_types, raws, strict=True
-            )
-        }
-    except (ValueError, ArithmeticError):
-        return None
-
-
-_UNKNOWN = object()
-_COMPARE = {
-    GreaterThan: lambda a, b: a > b,
-    GreaterThanOrEqual: lambda a, b: a >= b,
-    LessThan: lambda a, b: a < b,
-    LessThanOrEqual: lambda a, b: a <= b,
-    EqualTo: lambda a, b: a == b,
-}
-_TEXT = {
-    StringStartsWith: str.startswith,
-    StringEndsWith: str.endswith,
-    StringContains: str.__contains__,
-}
-
-
-def _may_hold(f: Filter, values: dict[str, object]) -> bool:
-    """False only if ``f`` is false or null for the partition's constant values."""
-    return _truth(f, values) not in (False, None)
-
-
-def _truth(f: Filter, values: dict[str, object]) -> object:
-    """SQL truth of ``f`` on one partition: True, False, None (null), or _UNKNOWN."""
-    if isinstance(f, Not):
-        inner = _truth(f.child, values)
-        return inner if inner is None or inner is _UNKNOWN else not inner
-    attribute = getattr(f, "attribute", ())
-    if len(attribute) != 1 or attribute[0] not in values:
-        return _UNKNOWN
-    value = values[attribute[0]]
-    try:
-        if isinstance(f, IsNull):
-            return value is None
-        if isinstance(f, IsNotNull):
-            return value is not None
-        if isinstance(f, EqualNullSafe):
-            return value == f.value
-        if value is None:
-            return None
-        if type(f) in _COMPARE:
-            return None if f.value is None else bool(_COMPARE[type(f)](value, f.value))
-        if isinstance(f, In):
-            return True if value in f.value else (None if None in f.value else False)
-        if type(f) in _TEXT and isinstance(value, str) and isinstance(f.value, str):
-            return _TEXT[type(f)](value, f.value)
-    except TypeError:  # a literal of another type than the partition value: Spark decides
-        return _UNKNOWN
-    return _UNKNOWN
 
 
 def _planning_with_pushdown() -> bool:

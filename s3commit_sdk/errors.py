@@ -80,12 +80,15 @@ SOME_VISIBLE = "some"
 ALL_VISIBLE = "all"
 #: the job's new files, and maybe some of what it was to replace
 MIXED_VISIBLE = "new and old"
+#: a command refused before it changed anything: the destination is as it was
+UNCHANGED_VISIBLE = "unchanged"
 #: each value in words
 VISIBLE = {
     NOTHING_VISIBLE: "nothing",
     SOME_VISIBLE: "some of its files (the existing data is untouched)",
     ALL_VISIBLE: "all of its files",
     MIXED_VISIBLE: "its files, and maybe some of the data it was to replace",
+    UNCHANGED_VISIBLE: "what was there before: nothing was changed",
 }
 
 
@@ -165,6 +168,104 @@ class TaskCancelledError(S3CommitError):
     interrupted or failed); the attempt aborted its output."""
 
 
+class InvalidOptionError(InvalidArgumentError):
+    """An option this write cannot take: a blank or malformed value, one the write would
+    ignore, or a local directory it cannot use. ``option``: the option's name as given."""
+
+    def __init__(self, message: str = "", *, option: str | None = None, **fields: str | None):
+        super().__init__(message, **fields)
+        self.option = option
+
+
+class DeltaTableError(CommitError):
+    """delta-rs could not read a Delta table's log (a corrupted entry, an unreadable
+    checkpoint, ...). ``entry``: the key of the log entry at fault, when it is known."""
+
+    def __init__(self, message: str = "", *, entry: str | None = None, **fields: str | None):
+        super().__init__(message, **fields)
+        self.entry = entry
+
+
+class JournalTrustError(CommitError):
+    """``s3commit recover`` / ``abort`` refused commit metadata it cannot vouch for (a journal
+    or a pendingset naming keys, uploads or ETags that are not the job's own), before any
+    request changed the store. ``journal_key``: the document at fault; ``field``: the field in
+    it (``commits[3].etags``); ``problem``: what was wrong with it."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        journal_key: str | None = None,
+        field: str | None = None,
+        problem: str | None = None,
+        **fields: str | None,
+    ) -> None:
+        super().__init__(message, **fields)
+        self.journal_key = journal_key
+        self.field = field
+        self.problem = problem
+
+
+class CleanupIncompleteError(CommitError):
+    """Cleaning up a failed job left some of its uploads pending (S3 kept refusing the aborts
+    within the retry budget). ``pending_uploads``: how many; ``uploads``: their keys (checked by
+    a listing); ``remedy`` removes them."""
+
+    def __init__(
+        self, message: str = "", *, uploads: tuple[str, ...] = (), **fields: str | None
+    ) -> None:
+        super().__init__(message, **fields)
+        self.pending_uploads = len(uploads)
+        self.uploads = tuple(uploads)
+
+    def tell(self, error: BaseException) -> None:
+        """Say on ``error``, the failure that made the job clean up, what is still pending: this
+        message as a note, and where ``error`` is typed, the fields it lacks."""
+        error.add_note(f"s3commit: {self}")
+        if isinstance(error, S3CommitError):
+            error.visible = error.visible or self.visible
+            error.remedy = error.remedy or self.remedy
+
+
+class CredentialsError(StoreError):
+    """A credentials provider failed (it raised): no store could be opened with it.
+    ``provider``: the provider, as ``module:function`` or as given."""
+
+    def __init__(self, message: str = "", *, provider: str | None = None, **fields: str | None):
+        super().__init__(message, code="CredentialsProviderFailed", **fields)
+        self.provider = provider
+
+
+class MissingPermissionError(StoreError):
+    """The credentials lack an S3 permission every job needs, found at job setup before
+    anything of the job was written. ``permission``: the IAM action (``s3:DeleteObject``);
+    ``key``: the object the refused request left behind (checked), None when none is."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        permission: str = "",
+        key: str | None = None,
+        code: str | None = None,
+        **fields: str | None,
+    ) -> None:
+        super().__init__(message, code=code, **fields)
+        self.permission = permission
+        self.key = key
+
+
+class VersionedBucketError(StoreError):
+    """The bucket keeps object versions and its store then ignores ``If-None-Match: *``, which
+    exclusive commit needs (found at job setup, before anything of the job was written).
+    ``bucket``: the bucket."""
+
+    def __init__(self, message: str = "", *, bucket: str = "", **fields: str | None) -> None:
+        super().__init__(message, code="VersionedBucket", **fields)
+        self.bucket = bucket
+
+
 _REMOTE = re.compile(
     r"s3commit_sdk\.errors\.(?P<cls>\w+Error): (?P<msg>.*?)"
     r"(?:\n\s*\n|\n\tat |\n[A-Za-z_.]+Error|\Z)",
@@ -172,13 +273,36 @@ _REMOTE = re.compile(
 )
 
 
+#: The head of a Python traceback, also inside the text of the Java errors Spark raises for a
+#: failed Python worker.
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
 def first_line(exc: BaseException, limit: int = 500) -> str:
-    """The line of an error worth showing: the first naming an error, else the first one."""
+    """The line of an error worth showing: the exception line of the last Python traceback
+    in it (a Spark task's failure holds its worker's traceback, whose source lines name errors
+    too: ``raise ValueError(...)`` is not the cause), else the first line naming an error,
+    else the first one."""
     text = str(exc).strip() or type(exc).__name__
+    raised = raised_line(text)
+    if raised is not None:
+        return raised[:limit]
     for line in text.splitlines():
         if "Error" in line or "Exception" in line:
             return line.strip()[:limit]
     return text.splitlines()[0][:limit]
+
+
+def raised_line(text: str) -> str | None:
+    """The exception line (``SomeError: message``) of the last Python traceback in ``text``:
+    the first line after its head that is not indented (frames and source lines are)."""
+    head = text.rfind(TRACEBACK_HEAD)
+    if head < 0:
+        return None
+    for line in text[head + len(TRACEBACK_HEAD) :].splitlines()[1:]:
+        if line.strip() and not line[:1].isspace():
+            return line.strip()
+    return None
 
 
 def _is_engine_error(exc: BaseException) -> bool:

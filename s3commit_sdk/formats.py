@@ -449,18 +449,9 @@ class Journal:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Journal:
+        """Parsed, its shape checked; whether recovery may act on it is ``journal_trust``'s
+        question (every key the job's own, its marker held)."""
         return _with_commits(cls, text, "commit journal")
-
-    def validate(self, job_id: str, bucket: str, dir_prefix: str) -> None:
-        _require(self.version == JOURNAL_VERSION, f"unknown journal version {self.version!r}")
-        _require(self.jobId == job_id, f"journal belongs to job {self.jobId!r}, not {job_id!r}")
-        _require(self.bucket == bucket, f"journal targets bucket {self.bucket!r}")
-        PendingSet(job_id, "journal", "journal", self.commits).validate(job_id, bucket, dir_prefix)
-        for key in self.replaced:
-            _require(
-                isinstance(key, str) and key.startswith(dir_prefix) and ".." not in key.split("/"),
-                f"journal would delete {key!r}, outside the destination {dir_prefix!r}",
-            )
 
 
 @dataclass

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Literal, get_args
 
 from .credentials import AccessKeys
-from .errors import InvalidArgumentError, UnknownOptionError
+from .errors import InvalidArgumentError, InvalidOptionError, UnknownOptionError
 from .textformat import format_bytes
 
 # -- the names a write takes ------------------------------------------------------------------
@@ -110,17 +110,19 @@ def parse_bool(name: str, value: Any) -> bool:
         return True
     if text in ("false", "0", "no"):
         return False
-    raise InvalidArgumentError(f"option {name!r} must be true or false, got {value!r}")
+    raise InvalidOptionError(f"option {name!r} must be true or false, got {value!r}", option=name)
 
 
 def parse_int(name: str, value: Any, minimum: int) -> int:
     """An int or its decimal text; ``True`` or ``1.5`` are refused rather than truncated."""
     exact = isinstance(value, int) and not isinstance(value, bool)
     if not exact and not (isinstance(value, str) and _INTEGER.match(value)):
-        raise InvalidArgumentError(f"option {name!r} must be an integer, got {value!r}")
+        raise InvalidOptionError(f"option {name!r} must be an integer, got {value!r}", option=name)
     number = int(value)
     if number < minimum:
-        raise InvalidArgumentError(f"option {name!r} must be at least {minimum}, got {number}")
+        raise InvalidOptionError(
+            f"option {name!r} must be at least {minimum}, got {number}", option=name
+        )
     return number
 
 
@@ -128,12 +130,15 @@ def parse_size(name: str, value: Any) -> int:
     """Bytes, or Hadoop-style sizes such as ``64M``."""
     match = _SIZE.match(str(value))
     if not match:
-        raise InvalidArgumentError(f"option {name!r} must be a size like 67108864 or 64M")
+        raise InvalidOptionError(
+            f"option {name!r} must be a size like 67108864 or 64M", option=name
+        )
     scale = 1024 ** " kmgt".index(match[2].lower() or " ")
     size = int(match[1]) * scale
     if size < MIN_PART_SIZE:
-        raise InvalidArgumentError(
-            f"option {name!r} is {size} bytes; S3 needs parts of at least 5 MiB (5M)"
+        raise InvalidOptionError(
+            f"option {name!r} is {size} bytes; S3 needs parts of at least 5 MiB (5M)",
+            option=name,
         )
     return size
 
@@ -142,8 +147,9 @@ def parse_part_size(name: str, value: Any) -> int:
     """A multipart upload's part size: at most 5 GiB, or S3 refuses every part."""
     size = parse_size(name, value)
     if size > MAX_PART_SIZE:
-        raise InvalidArgumentError(
-            f"option {name!r} is {size} bytes; S3 takes parts of at most 5 GiB (5G)"
+        raise InvalidOptionError(
+            f"option {name!r} is {size} bytes; S3 takes parts of at most 5 GiB (5G)",
+            option=name,
         )
     return size
 
@@ -181,7 +187,9 @@ def parse_duration(name: str, value: Any) -> float:
     """Seconds, from a number of seconds or a Hadoop-style duration such as ``100ms``, ``5m``."""
     match = None if isinstance(value, bool) else _DURATION.match(str(value))
     if not match:
-        raise InvalidArgumentError(f"option {name!r} must be a duration like 100ms, 2s or 5m")
+        raise InvalidOptionError(
+            f"option {name!r} must be a duration like 100ms, 2s or 5m", option=name
+        )
     return float(match[1]) * _SECONDS[(match[2] or "s").lower()]
 
 
@@ -189,9 +197,10 @@ def parse_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in choices:
         suggestion = did_you_mean(text, choices)
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             f"option {name!r} must be one of {', '.join(choices)}, got {value!r}"
-            + (f";{suggestion}" if suggestion else "")
+            + (f";{suggestion}" if suggestion else ""),
+            option=name,
         )
     return text
 
@@ -200,8 +209,16 @@ def _parse_algorithm(name: str, value: Any) -> int:
     return int(parse_choice(name, value, ("1", "2")))
 
 
-def _text(name: str, value: Any) -> str:
-    return str(value)
+def parse_text(name: str, value: Any) -> str:
+    """A value given as text: a blank one (or None) would be taken as not given, so it is
+    refused rather than ignored."""
+    text = "" if value is None else str(value)
+    if not text.strip():
+        raise InvalidOptionError(
+            f"option {name!r} is blank ({value!r}): give it a value, or leave the option out",
+            option=name,
+        )
+    return text
 
 
 def parse_endpoint(name: str, value: Any) -> str:
@@ -209,16 +226,18 @@ def parse_endpoint(name: str, value: Any) -> str:
     text = str(value)
     authority = re.split(r"[/?#]", text.split("://", 1)[-1], maxsplit=1)[0]
     if "@" in authority:
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             f"option {name!r} carries credentials before its host (user:secret@): a URL is "
             "shown in logs and messages, so credentials go in the options access.key and "
-            "secret.key or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY instead"
+            "secret.key or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY instead",
+            option=name,
         )
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     if scheme not in ("http", "https") or not authority or " " in text:
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             f"option {name!r} must be an http:// or https:// URL with a host, such as "
-            "http://127.0.0.1:9000"
+            "http://127.0.0.1:9000",
+            option=name,
         )
     return text
 
@@ -227,9 +246,10 @@ def parse_region(name: str, value: Any) -> str:
     """A region name such as ``us-east-1``: botocore refuses others deep inside a task."""
     text = str(value)
     if not _REGION.match(text):
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             f"option {name!r} must be a region name such as us-east-1 (letters, digits and "
-            f"'-'), got {text!r}"
+            f"'-'), got {text!r}",
+            option=name,
         )
     return text
 
@@ -321,14 +341,18 @@ class OptionSpec:
     def ignored_by(self, committer: str, format: str, engine: Engine) -> str | None:
         """Why a write with this committer, format and engine would ignore the option, or None.
 
-        The committers of one kind (S3, rename) share their options, as one Hadoop
-        ``fs.s3a.committer.*`` configuration serves all its S3A committers: one options mapping
-        then serves ``directory``, ``partitioned`` and ``magic`` alike (``buffer.dir`` is
-        harmless with ``magic``). An option no committer of the write's kind reads is refused.
+        The S3 committers share their options, as one Hadoop ``fs.s3a.committer.*``
+        configuration serves all its S3A committers: one options mapping then serves
+        ``directory``, ``partitioned`` and ``magic`` alike (``buffer.dir`` is harmless with
+        ``magic``), and an option none of them reads is refused. The rename committers' options
+        are each committer's own, as Hadoop's are (``mapreduce.fileoutputcommitter.*`` for the
+        FileOutputCommitter, ``mapreduce.manifest.committer.*`` for the manifest committer):
+        ``algorithm.version`` with ``manifest`` is refused.
         """
-        kind = S3_COMMITTERS if committer in S3_COMMITTERS else RENAME_COMMITTERS
-        if set(self.committers).isdisjoint(kind):
-            return f"committer {committer!r} would ignore it"
+        shared = S3_COMMITTERS if committer in S3_COMMITTERS else (committer,)
+        if set(self.committers).isdisjoint(shared):
+            readers = _names("committer", self.committers)
+            return f"committer {committer!r} would ignore it: leave it out, or use the {readers}"
         if format not in self.formats:
             return f"format {format!r} would ignore it"
         if engine not in self.engines:
@@ -384,7 +408,8 @@ REGISTRY: tuple[OptionSpec, ...] = (
         parse_bool,
         "put the job UUID in every file name. `false` gives Spark's plain `part-00000-c000...` "
         "names: a later write's files then replace same-named ones, so it is refused with "
-        '`conflict_mode="append"`; and after a failure neither the job\'s report nor '
+        '`conflict_mode="append"` and with `format="delta"` (whose older versions name the '
+        "replaced files); and after a failure neither the job's report nor "
         "`s3commit abort` can tell this job's files and uploads by name (the report says so)",
     ),
     OptionSpec(
@@ -398,8 +423,10 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec(
         "buffer.dir",
         "buffer_dir",
-        _text,
-        "local staging directory; needs room for a task's output",
+        parse_text,
+        "local staging directory; needs room for a task's output. Created if missing (mode "
+        "0700); one no file can be created in (a file, a read-only or another user's "
+        "directory) is refused with `InvalidOptionError` before anything is uploaded",
         committers=("directory", "partitioned"),
         shown_default="`$TMPDIR/s3commit-<uid>`",
     ),
@@ -520,7 +547,7 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec(
         "access.key",
         "access_key",
-        _text,
+        parse_text,
         "S3 access key, given with `secret.key` (else `AWS_ACCESS_KEY_ID`, a profile, a role)",
         shown_default="from the environment",
         secret=True,
@@ -528,7 +555,7 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec(
         "secret.key",
         "secret_key",
-        _text,
+        parse_text,
         "S3 secret key, given with `access.key`; never logged or written to `_SUCCESS`",
         shown_default="from the environment",
         secret=True,
@@ -536,7 +563,7 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec(
         "session.token",
         "session_token",
-        _text,
+        parse_text,
         "session token of temporary credentials (else `AWS_SESSION_TOKEN` where the keys come "
         "from the environment)",
         shown_default="from the environment",
@@ -545,7 +572,7 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec(
         "profile",
         "profile",
-        _text,
+        parse_text,
         "AWS profile to take credentials from (else `AWS_PROFILE`)",
         shown_default="from the environment",
     ),
@@ -617,19 +644,27 @@ def check_combination(
     Defaults from Spark conf are not refused: they serve every write of the session, and each
     write takes those that apply to it.
     """
-    refused = []
+    refused = {}
     for name in given or {}:
         spec = option_spec(name)
         reason = spec.ignored_by(committer, format, engine)
         if reason:
-            refused.append(f"option {name!r} applies to {spec.applies_to()} only: {reason}")
+            refused[name] = f"option {name!r} applies to {spec.applies_to()} only: {reason}"
     if refused:
-        raise InvalidArgumentError("; ".join(refused))
+        raise InvalidOptionError("; ".join(refused.values()), option=", ".join(refused))
     if not options.unique_filenames and conflict_mode == "append":
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             "staging.unique-filenames=false with conflict_mode='append' would overwrite the "
             "files of an earlier write that carry the same names (part-00000-c000...): keep "
-            "unique file names to append, or use 'replace' or 'fail'"
+            "unique file names to append, or use 'replace' or 'fail'",
+            option="staging.unique-filenames",
+        )
+    if not options.unique_filenames and format == "delta":
+        raise InvalidOptionError(
+            "staging.unique-filenames=false with format='delta' would overwrite the files "
+            "older versions of the table still name (part-00000-c000...), breaking time "
+            "travel: keep unique file names for a Delta table",
+            option="staging.unique-filenames",
         )
 
 
@@ -646,7 +681,7 @@ def _parse_source(source: Mapping[str, Any] | None) -> dict[str, Any]:
     spelled: dict[str, str] = {}
     for raw_name, value in source.items():
         spec = option_spec(raw_name)
-        parsed = spec.parse(spec.name, value)
+        parsed = spec.parse(raw_name, value)  # its errors name the option as it was given
         if spec.attribute in values and values[spec.attribute] != parsed:
             raise InvalidArgumentError(
                 f"options {spelled[spec.attribute]!r} and {raw_name!r} are both given, with "
@@ -663,8 +698,8 @@ def spark_conf_defaults(conf_items: Mapping[str, str]) -> dict[str, str]:
 
 
 def reference_table() -> str:
-    """Every option as a Markdown table (README's): name, Hadoop-style name, where it applies,
-    default, meaning."""
+    """Every option as a Markdown table (the docs' options page): name, Hadoop-style name, where
+    it applies, default, meaning."""
     rows = [
         "| option | Hadoop-style name | applies to | default | meaning |",
         "| --- | --- | --- | --- | --- |",

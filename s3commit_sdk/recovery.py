@@ -5,6 +5,10 @@ complete and every object ``replace`` deletes, written before any of it happens,
 killed at any point can be brought, idempotently, to the state an uninterrupted commit (or no
 commit at all) would have produced. Both are safe to rerun after their own crash.
 
+A journal is used only if :mod:`.journal_trust` vouches for it (every key one of the job's own
+names, its uploads, MD5 part ETags, visible data to replace, its marker held); a readable journal
+it refuses is a ``JournalTrustError``, raised before anything is changed.
+
 Without a usable journal, ``abort`` trusts nothing but names: it acts only on keys whose file
 name carries the marker's job UUID where our writers put it, and deletes visible objects only
 when the caller says so (``visible="delete"``), after :func:`plan_abort` listed them.
@@ -15,10 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import layout
+from . import journal_trust, layout
 from .committers import cleanup
 from .committers.verify import holds_upload
-from .errors import ALL_VISIBLE, CommitError, InvalidArgumentError, PendingSetError, S3CommitError
+from .errors import (
+    ALL_VISIBLE,
+    CommitError,
+    InvalidArgumentError,
+    JournalTrustError,
+    PendingSetError,
+    S3CommitError,
+)
 from .formats import CommitMarker, Journal, PendingUpload, parse_success
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
@@ -70,13 +81,18 @@ class _Unfinished:
         self.marker: CommitMarker | None = None
         self.journal: Journal | None = None
         self.journal_error: str | None = None
+        #: a readable journal that journal_trust refused
+        self.refused: JournalTrustError | None = None
         #: the marker is on the store (a Delta job's stands for its journal: it took none)
         self.marker_stored = False
         bucket, key = self.location.bucket, layout.marker_key(self.location)
         if self.store.head(bucket, key) is None:
             self.store.check_bucket(bucket)  # a missing bucket also answers 404: name it
             found = _unfinished_table_job(self.store, self.location)
-            if found is not None:
+            if isinstance(found, JournalTrustError):
+                self.marker = CommitMarker(found.job_id or "", found.journal_key or "")
+                self.refuse(found)
+            elif found is not None:
                 self.marker, self.journal = found
             return
         self.marker_stored = True
@@ -90,10 +106,18 @@ class _Unfinished:
             if self.store.head(bucket, journal_key) is None:
                 raise PendingSetError(f"no journal at {journal_key!r}")
             journal = Journal.from_json(self.store.get(bucket, journal_key))
-            journal.validate(self.marker.jobId, bucket, self.location.dir_prefix)
+            journal_trust.check_journal(journal, journal_key, self.location, self.marker.jobId)
             self.journal = journal
+        except JournalTrustError as exc:
+            self.refuse(exc)
         except PendingSetError as exc:
             self.journal_error = str(exc)
+
+    def refuse(self, error: JournalTrustError) -> None:
+        """The journal is not acted on: ``recover`` raises ``error``, ``abort`` acts by names
+        only, and only when told what to do with visible objects."""
+        error.job_id = error.job_id or (self.marker.jobId if self.marker else None)
+        self.journal, self.refused, self.journal_error = None, error, str(error)
 
     @property
     def job_id(self) -> str | None:
@@ -134,6 +158,9 @@ def recover(path: str, options: dict[str, Any] | None = None) -> RecoveryReport:
     report = RecoveryReport(state.location.url(), state.job_id)
     if state.marker is None and state.journal_error is None:
         return report
+    if state.refused is not None:
+        state.refused.remedy = f"s3commit abort {state.location.url()}"
+        raise state.refused
     if state.journal is None:
         raise CommitError(
             f"cannot recover the commit at {state.location.url()}: {state.journal_error}. "
@@ -172,7 +199,10 @@ class AbortPlan:
 
     @property
     def needs_choice(self) -> bool:
-        return self.state.journal is None and bool(self.visible)
+        """No journal vouches for what abort would do: visible objects named with the job
+        UUID, or a journal that was refused (it may stand for no real job at all)."""
+        state = self.state
+        return state.journal is None and (bool(self.visible) or state.refused is not None)
 
     def lines(self) -> list[str]:
         url = self.state.location.url()
@@ -202,6 +232,8 @@ class AbortPlan:
             return report
         doomed = self.visible
         if self.needs_choice:
+            if visible is None and state.refused is not None:
+                raise self._refusal()
             if visible is None:
                 raise CommitError(self._choice_message())
             if visible == "keep":
@@ -220,6 +252,24 @@ class AbortPlan:
         )
         state.release()
         return report
+
+    def _refusal(self) -> JournalTrustError:
+        """The refused journal's error, told what abort can still do by names."""
+        refused = self.state.refused
+        assert refused is not None
+        return JournalTrustError(
+            f"{refused} Rolled back by names only, abort would act on job {self.job_id}'s "
+            f"{len(self.uploads)} pending upload(s) named with its UUID, its hidden files and "
+            f"{len(self.visible)} visible object(s) named with its UUID: rerun with "
+            "--delete-visible or --keep-visible (Python: abort(path, visible='delete' or "
+            "'keep')) if no job of that id is running.",
+            journal_key=refused.journal_key,
+            field=refused.field,
+            problem=refused.problem,
+            destination=self.state.location.url(),
+            job_id=self.job_id,
+            visible=refused.visible,
+        )
 
     def _choice_message(self) -> str:
         url = self.state.location.url()
@@ -247,6 +297,8 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
     if state.marker is None and state.journal_error is None:
         return plan
     location, bucket = state.location, state.location.bucket
+    if state.refused is not None and not _is_uuid(state.job_id):
+        raise state.refused  # no key can be tied to it, not even by name
     if state.marker is None or not _is_uuid(state.marker.jobId):
         named = "is unreadable" if state.marker is None else f"names job {state.marker.jobId!r}"
         raise CommitError(
@@ -260,6 +312,14 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
     journal = state.journal
     if journal is not None and journal.format == "delta":
         _refuse_abort_of_committed_table_job(state, journal)
+    if journal is not None:
+        journal_key = layout.journal_key(location, job_id)
+        try:
+            journal_trust.check_marker(state.store, location, journal, journal_key)
+            journal_trust.check_uploads(journal, journal_key, location, uploads)
+        except JournalTrustError as exc:
+            state.refuse(exc)
+            journal = None
     if journal is not None:
         pending = {u.upload_id for u in uploads}
         plan.visible = [
@@ -314,21 +374,27 @@ def abort(
 
 def _unfinished_table_job(
     store: S3Store, location: S3Location
-) -> tuple[CommitMarker, Journal] | None:
+) -> tuple[CommitMarker, Journal] | JournalTrustError | None:
     """A Delta job takes no marker (committers/delta.py): its journal alone says it is
-    unfinished. The oldest such journal under the destination, and the marker it stands for."""
+    unfinished. The oldest such journal under the destination, and the marker it stands for;
+    or the refusal of the first one that claims to be a Delta job's and is not trusted."""
     journals = []
     for info in store.list_objects(location.bucket, layout.hidden_prefix(location)):
         job_id = layout.job_of_journal(location, info.key)
-        if not _is_uuid(job_id):
+        if job_id is None:
             continue
         try:
             journal = Journal.from_json(store.get(location.bucket, info.key))
-            journal.validate(job_id, location.bucket, location.dir_prefix)
         except PendingSetError:
             continue  # unreadable: its uploads are left to `s3commit uploads abort`
-        if journal.format == "delta":
-            journals.append(journal)
+        if journal.format != "delta":
+            continue  # a marker stands for every other job's journal
+        try:
+            journal_trust.check_journal(journal, info.key, location, job_id)
+        except JournalTrustError as refused:
+            refused.job_id = job_id
+            return refused
+        journals.append(journal)
     if not journals:
         return None
     first = min(journals, key=lambda journal: journal.created)

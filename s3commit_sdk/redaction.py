@@ -1,22 +1,34 @@
-"""Credentials out of log records while a job (or a CLI command) runs.
+"""Credentials out of log records wherever the SDK talks to S3.
 
 At DEBUG level botocore logs every signed request: the ``Authorization`` header, the session
-token in ``X-Amz-Security-Token`` and the canonical request that repeats it. The filter that
-:func:`redacted_logs` installs rewrites such records before any handler writes them: header
-values and the job's secret values (secret key, session token) become ``***``.
+token in ``X-Amz-Security-Token`` and the canonical request that repeats it; urllib3 logs the
+URL of a presigned request with the token in its query. Such records are rewritten as they are
+made (logging's record factory, so before any filter or handler sees them, ours or one added
+later): header values and the secrets held now (secret keys, session tokens) become ``***``.
+
+Secrets are held for as long as something that can log them exists:
+
+- every store holds its own credentials while it lives (:func:`hold_secrets`, called where
+  ``S3Store`` is built, whatever the credentials' source), so the requests of any store are
+  redacted, whoever made it: a job, the listing after a failure, the widgets, the CLI;
+- a block holds secrets known before any store exists (:func:`redacted_logs`: a job's driver
+  steps, a CLI command).
+
+While nothing holds secrets, records are left as they are.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from urllib.parse import quote
 
 REDACTED = "***"
-#: Loggers whose records carry requests: ours, and the AWS SDK's stack under it.
-LOGGER_PREFIXES = ("s3commit_sdk", "botocore", "boto3", "s3transfer", "urllib3")
 #: Shorter values are ordinary words (the sandbox's "sandbox"), not secrets; real keys are 40.
 MIN_SECRET_LENGTH = 8
 # The header's value, in every form botocore logs: a dict repr ('Authorization': b'...'),
@@ -27,14 +39,20 @@ _HEADER_VALUE = re.compile(
 )
 
 
+def secret_values(secrets: Iterable[str | None]) -> list[str]:
+    """The values to look for: each secret long enough to be one, and its URL-quoted form (as
+    it appears in a query string)."""
+    values = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH}
+    values |= {quote(s, safe="") for s in values}
+    return sorted(values)
+
+
 class RedactingFilter(logging.Filter):
     """Rewrites a record's message (and formatted traceback) without the credentials in it."""
 
     def __init__(self, secrets: Iterable[str | None]) -> None:
         super().__init__()
-        values = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
-        values |= {quote(s, safe="") for s in values}  # as it appears in a query string
-        self.secrets = sorted(values, key=len, reverse=True)
+        self.secrets = sorted(secret_values(secrets), key=len, reverse=True)
 
     def redact(self, text: str) -> str:
         text = _HEADER_VALUE.sub(lambda m: m["name"] + m["sep"] + REDACTED, text)
@@ -59,33 +77,71 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+class _Holds:
+    """The secrets held now, counted by holder, and the filter that redacts them (None while
+    nothing is held). One per process: records of every thread are made by one factory.
+
+    Reentrant: a store's finalizer may release its secrets from the garbage collector while
+    this thread holds the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._secrets: Counter[str] = Counter()
+        self._holders = 0
+        self.current: RedactingFilter | None = None
+
+    def add(self, secrets: Iterable[str | None]) -> list[str]:
+        values = secret_values(secrets)
+        with self._lock:
+            _install_factory()
+            self._holders += 1
+            self._secrets.update(values)
+            self.current = RedactingFilter(list(self._secrets))
+        return values
+
+    def release(self, values: list[str]) -> None:
+        with self._lock:
+            self._holders -= 1
+            self._secrets.subtract(values)
+            self._secrets = +self._secrets  # drops the values no holder holds any more
+            self.current = RedactingFilter(list(self._secrets)) if self._holders else None
+
+
+_HOLDS = _Holds()
+_previous_factory = logging.getLogRecordFactory()
+_factory_installed = False
+
+
+def _redacted_record(*args, **kwargs) -> logging.LogRecord:
+    record = _previous_factory(*args, **kwargs)
+    redacting = _HOLDS.current
+    if redacting is not None:
+        redacting.filter(record)
+    return record
+
+
+def _install_factory() -> None:
+    """Ours wraps the factory installed when the first secret is held (once per process)."""
+    global _previous_factory, _factory_installed
+    if not _factory_installed:
+        _previous_factory = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(_redacted_record)
+        _factory_installed = True
+
+
+def hold_secrets(owner: object, *secrets: str | None) -> None:
+    """Redact ``secrets`` (and request headers) in every log record made while ``owner``
+    lives: a store holds its own credentials this way."""
+    weakref.finalize(owner, _HOLDS.release, _HOLDS.add(secrets))
+
+
 @contextmanager
 def redacted_logs(*secrets: str | None) -> Iterator[RedactingFilter]:
-    """Redact credentials and ``secrets`` in every record logged while the block runs.
-
-    The filter goes on the SDK's and the AWS SDK's loggers (records are rewritten before any
-    handler sees them) and on every handler that exists, which covers loggers created later.
-    """
-    redacting = RedactingFilter(secrets)
-    targets = _loggers_and_handlers()
-    for target in targets:
-        target.addFilter(redacting)
+    """Redact request headers and ``secrets`` in every record logged while the block runs
+    (together with what stores hold meanwhile); yields a filter of ``secrets`` alone, for
+    text the caller prints itself."""
+    values = _HOLDS.add(secrets)
     try:
-        yield redacting
+        yield RedactingFilter(secrets)
     finally:
-        for target in targets:
-            target.removeFilter(redacting)
-
-
-def _loggers_and_handlers() -> list[logging.Filterer]:
-    loggers = [logging.getLogger(name) for name in LOGGER_PREFIXES]
-    everyone = [logging.getLogger()]
-    for name, item in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(item, logging.Logger):
-            everyone.append(item)
-            if name.split(".", 1)[0] in LOGGER_PREFIXES and item not in loggers:
-                loggers.append(item)
-    handlers = {id(h): h for logger in everyone for h in logger.handlers}
-    if logging.lastResort is not None:
-        handlers[id(logging.lastResort)] = logging.lastResort
-    return [*loggers, *handlers.values()]
+        _HOLDS.release(values)

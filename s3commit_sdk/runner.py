@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -25,6 +25,7 @@ from .committers import make_committer
 from .committers.s3_job import S3Committer
 from .errors import (
     NOTHING_VISIBLE,
+    CleanupIncompleteError,
     InvalidArgumentError,
     S3CommitError,
     TaskFailedError,
@@ -32,6 +33,7 @@ from .errors import (
     from_spark,
 )
 from .formats import Journal
+from .interrupts import held_interrupts
 from .paths import S3Location
 from .progress import ProgressTracker, job_seconds
 from .protocol import (
@@ -194,31 +196,44 @@ def _execute(
     committer.setup_job()
     phases["job_setup"] = time.monotonic() - started
     messages: list[TaskCommit] = []
+    holding = ExitStack()  # from the tasks' end to the commit's: see .interrupts
     try:
         mark = time.monotonic()
         tracker.update(phase="writing")
         messages = run_tasks(job, tracker)
         phases["tasks"] = time.monotonic() - mark
         phases.update(split_task_phase(messages, phases["tasks"]))
+        holding.enter_context(held_interrupts(_committed_note(job)))  # last: nothing raises after
     except BaseException as exc:
-        aborted = _best_effort(committer.abort_job, messages, what=f"aborting job {job.job_id}")
+        left: CleanupIncompleteError | None = None
+        aborted = False
+        try:
+            committer.abort_job(messages)
+            aborted = True
+        except CleanupIncompleteError as error:  # out of retries: it names what is left
+            left = error
+        except Exception:
+            log.exception("aborting job %s failed; pending uploads may remain", job.job_id)
         if isinstance(exc, KeyboardInterrupt):
             exc.add_note(_interrupted_note(job, aborted))
-        if isinstance(exc, S3CommitError):
-            raise
-        typed = from_spark(exc)
-        if typed is not None:
-            raise typed from exc
-        if isinstance(exc, Exception):
-            raise TaskFailedError(
+        typed = exc if isinstance(exc, S3CommitError) else from_spark(exc)
+        if typed is None and isinstance(exc, Exception):
+            typed = TaskFailedError(
                 f"job {job.job_id} failed in a task and was aborted; nothing became visible "
                 f"at {job.location.url()}. Cause: {first_line(exc)}. Fix the cause and run the "
                 "write again.",
                 **committer.error_fields(NOTHING_VISIBLE),
-            ) from exc
-        raise
-    tracker.update(phase="job commit")
-    return committer.commit_job(messages, phases)
+            )
+        if typed is not None:  # a task failed: no upload of the job was completed
+            typed.visible = typed.visible or NOTHING_VISIBLE
+        if left is not None:
+            left.tell(typed if typed is not None else exc)
+        if typed is None or typed is exc:
+            raise
+        raise typed from exc
+    with holding:  # a Ctrl-C held now is raised by the commit's first stage: it aborts the job
+        tracker.update(phase="job commit")
+        return committer.commit_job(messages, phases)
 
 
 def split_task_phase(messages: list[TaskCommit], wall: float) -> dict[str, float]:
@@ -243,6 +258,14 @@ def _best_effort(action: Callable[..., None], *args: Any, what: str) -> bool:
         log.exception("%s failed; pending uploads may remain (lifecycle rules clean them)", what)
         return False
     return True
+
+
+def _committed_note(job: JobContext) -> str:
+    """What an interrupt held until the end of job commit leaves: the committed job."""
+    return (
+        f"s3commit: job {job.job_id} was interrupted as its commit ended and committed all "
+        f"the same: its files are visible at {job.location.url()}."
+    )
 
 
 def _interrupted_note(job: JobContext, aborted: bool) -> str:

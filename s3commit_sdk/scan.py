@@ -1,6 +1,7 @@
 """Reading a destination back: its visible files, their partitions, and Arrow batches of them.
 
-What a reader sees is what our committers made visible: hidden names (``_``/``.``) are skipped
+What a reader sees is what our committers made visible, as of the last committed job (a commit
+in progress is left out: :mod:`.committed_view`); hidden names (``_``/``.``) are skipped
 (``_SUCCESS``, ``__s3commit``, ``__magic``). Files are read through our boto3 store: Parquet
 with ranged GETs (footer, then only the row groups and columns asked for), ORC, CSV and JSON
 (as Spark writes them: CSV without header, JSON lines) in one GET. A Delta table (a destination
@@ -23,8 +24,8 @@ import pyarrow.json as pajson
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
+from .committed_view import committed_objects
 from .errors import InvalidArgumentError, InvalidPathError
-from .layout import is_hidden
 from .partitions import column_type, parse_directories, typed_value
 from .paths import S3Location
 from .store import S3Settings, S3Store, open_store
@@ -77,33 +78,34 @@ def _cached_store(settings: S3Settings, provider: object) -> S3Store:
 def list_table(
     store: S3Store, location: S3Location, fmt: str | None, version: int | None = None
 ) -> Listing:
-    """List the destination once; every partition directory must name the same columns.
+    """The destination's files as of its last committed job (:mod:`.committed_view`); every
+    partition directory must name the same columns.
 
     A Delta table is read as one of its versions (``version``, else the latest) unless another
     format is asked for, which reads every file there as that format.
     """
-    if fmt == "delta":
+    if fmt == "delta" or (fmt is None and _has_delta_log(store, location)):
         return _delta_listing(store, location, version)
-    files, layouts, delta = [], set(), False
-    for info in store.list_objects(location.bucket, location.dir_prefix):
-        relpath = location.relative(info.key)
-        if relpath.startswith(DELTA_LOG):
-            if fmt is None:  # the log names the files: no need to list the rest
-                return _delta_listing(store, location, version)
-            delta = True
-        if not relpath or relpath.endswith("/") or is_hidden(relpath):
-            continue
-        names, values = parse_directories(relpath)
-        layouts.add(tuple(names))
-        files.append(TableFile(info.key, info.size, tuple(values)))
     if version is not None:
         raise InvalidArgumentError(
             f"versionAsOf reads a version of a Delta table; {location.url()} is read as {fmt}"
-            + ("" if delta else " and has no _delta_log")
+            + ("" if _has_delta_log(store, location) else " and has no _delta_log")
         )
+    files, layouts = [], set()
+    for info in committed_objects(store, location):
+        names, values = parse_directories(location.relative(info.key))
+        layouts.add(tuple(names))
+        files.append(TableFile(info.key, info.size, tuple(values)))
     columns = _one_layout(location, layouts)
     types = tuple(column_type([f.values[i] for f in files]) for i in range(len(columns)))
     return Listing(location, fmt or _format_of(files), tuple(files), columns, types)
+
+
+def _has_delta_log(store: S3Store, location: S3Location) -> bool:
+    """Whether a key lies under ``_delta_log/`` (one listing request of one page)."""
+    return (
+        next(iter(store.list_objects(location.bucket, location.key(DELTA_LOG))), None) is not None
+    )
 
 
 def _one_layout(location: S3Location, layouts: set[tuple[str, ...]]) -> tuple[str, ...]:

@@ -7,7 +7,9 @@ run by :func:`run_stages`. Each step is timed and logged, so a slow or failed co
 which step it was in; consecutive steps of one *phase* are timed together into the phase names
 ``_SUCCESS`` reports (``conflict_resolution``, ``complete_uploads``, ...). A step declares what
 its failure leaves (``on_failure``): abort, roll back, or keep the journal for recovery. A table
-format or a stream adds a step (:func:`add_stage`) instead of overriding one.
+format or a stream adds a step (:func:`add_stage`) instead of overriding one. A Ctrl-C is
+held while a commit runs (:mod:`.interrupts`) and raised before the next step, so the policy of
+the step it stops says what is left.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Generic, TypeVar
+
+from .interrupts import interruption_point
 
 log = logging.getLogger("s3commit_sdk.stages")
 
@@ -55,6 +59,7 @@ def run_stages(run: Run, stages: Sequence[Stage[Run]], phases: dict[str, float],
 def _run_one(run: Run, stage: Stage[Run], job_id: str) -> None:
     started, outcome = time.monotonic(), "failed"
     try:
+        interruption_point()  # a Ctrl-C held since the last stage stops the commit here
         stage.action(run)
         outcome = "done"
     except BaseException as exc:

@@ -33,6 +33,7 @@ from ..errors import (
     CommitError,
     ConcurrentCommitError,
     ConflictError,
+    DeltaTableError,
     InvalidArgumentError,
 )
 from ..formats import PendingSet
@@ -110,6 +111,13 @@ def commit_table(run: CommitRun) -> None:
         delta = committer.log.commit(plan, committer.table)
     except TableCommitFailed as failed:
         visible, state = roll_back(run, run.commits)
+        if isinstance(failed.__cause__, DeltaTableError):  # the log could not be read
+            raise DeltaTableError(
+                f"job {job_id}: {failed} The job was rolled back: nothing of it is in the "
+                f"Delta table. {state}",
+                entry=failed.__cause__.entry,
+                **rolled_back_fields(run, visible),
+            ) from failed.__cause__
         error = ConcurrentCommitError if failed.conflict else CommitError
         what = (
             "another writer's commit to the Delta table conflicts with it"
@@ -172,7 +180,15 @@ class DeltaJob:
         data source API sets up in one Python worker and commits in another)."""
         if self.table_loaded:
             return
-        table = self.log.open()
+        try:
+            table = self.log.open()
+        except DeltaTableError as unreadable:  # before the transaction: nothing committed
+            raise DeltaTableError(
+                f"{unreadable} Nothing of job {self.job.job_id} was committed: the Delta table "
+                "is unchanged.",
+                entry=unreadable.entry,
+                **self.error_fields(NOTHING_VISIBLE, None),
+            ) from unreadable.__cause__
         if table is not None:
             self.log.check_fits(table, self.job.table_schema, self.job.partition_by)
             self.commit_schema = table.schema().to_json()  # the table's own, byte for byte

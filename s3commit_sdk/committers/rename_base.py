@@ -12,8 +12,9 @@ import threading
 import time
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pyarrow as pa
 
@@ -25,6 +26,7 @@ from ..errors import (
     S3CommitError,
 )
 from ..formats import CommittedFile
+from ..interrupts import held_interrupts, interrupt_requested, interruption_point, unstoppable
 from ..layout import SUCCESS_MARKER, is_hidden, temporary_dir
 from ..paths import S3Location
 from ..protocol import (
@@ -111,13 +113,28 @@ class RenameCommitter(Committer):
         """Any failure of job commit aborts the job, so no ``_temporary`` is left behind.
 
         Unlike the S3 committers there is no journal to recover from: what a failed step made
-        visible is undone by the step itself (``move_all``) or named in its error.
+        visible is undone by the step itself (``move_all``) or named in its error. A Ctrl-C is
+        held (:mod:`..interrupts`) until the next stage or the end of the renames in flight,
+        which are undone; once every file is renamed the commit finishes (a stop there would
+        leave old and new data visible) and the interrupt is raised after it.
         """
-        try:
-            return self.commit_files(messages, phases)
-        except BaseException as exc:
-            self._abort_noting(messages, exc)
-            raise
+        committed = (
+            f"s3commit: job {self.job.job_id} was interrupted after its files were renamed "
+            f"into place, so its commit finished: they are visible at {self.location.url()}."
+        )
+        with held_interrupts(committed):
+            try:
+                return self.commit_files(messages, phases)
+            except BaseException as exc:
+                self._abort_noting(messages, exc)
+                raise
+
+    @contextmanager
+    def stage(self, phases: dict[str, float], name: str) -> Iterator[None]:
+        """A named, timed step of job commit; a held Ctrl-C stops the commit before it."""
+        interruption_point()
+        with super().stage(phases, name):
+            yield
 
     @abstractmethod
     def commit_files(self, messages: list[TaskCommit], phases: dict[str, float]) -> JobOutcome:
@@ -146,8 +163,10 @@ class RenameCommitter(Committer):
         sent: list[str] = []
         failed = threading.Event()
 
+        interrupted = interrupt_requested()
+
         def move(pair: tuple[str, str]) -> None:
-            if failed.is_set():  # stop at the first failure: make no more visible
+            if failed.is_set() or interrupted():  # stop at the first failure: make no more visible
                 return
             sent.append(pair[1])  # from here on it may be visible, whatever rename answers
             try:
@@ -158,6 +177,7 @@ class RenameCommitter(Committer):
 
         try:
             self.parallel(move, moves)
+            interruption_point()  # renames held back by a Ctrl-C: undo those that ran
         except S3CommitError as exc:
             visible, state = self._undo_moves(sent)
             raise CommitError(
@@ -211,8 +231,10 @@ class RenameCommitter(Committer):
     ) -> JobOutcome:
         """Delete replaced files, write _SUCCESS, clean the job directory.
 
-        Requests are the driver's plus those the tasks reported.
+        Requests are the driver's plus those the tasks reported. Every file is in place:
+        from here on the commit runs to its end, whatever interrupts it.
         """
+        unstoppable()
         with self.stage(phases, "replace_delete"):
             self._delete_replaced(replaced)
         with self.stage(phases, "cleanup"):

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from .. import layout
 from ..errors import NOTHING_VISIBLE, CommitError, ConcurrentCommitError, S3CommitError
 from ..formats import CommitMarker, Journal, PendingSet, iostatistics
+from ..interrupts import held_interrupts
 from ..protocol import Committer, JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, run_stages
 from ..store import open_store
@@ -124,11 +125,19 @@ class S3Committer(Committer):
 
         Anything raised before the first completion, KeyboardInterrupt included, aborts the
         job; from the first completion on the journal names every upload, so a failure rolls
-        back truthfully and a crash is resolved by ``s3commit recover`` / ``abort``.
+        back truthfully and a crash is resolved by ``s3commit recover`` / ``abort``. A Ctrl-C
+        is held until the next stage (:mod:`..interrupts`), whose policy then applies; one
+        that arrives during the last stage is raised once the job has committed.
         """
         run = CommitRun(self, messages, phases, resumed_from=resume)
         stages = resumed(self.stages) if resume is not None else self.stages
-        run_stages(run, stages, phases, self.job.job_id)
+        url = self.location.url()
+        committed = (
+            f"s3commit: job {self.job.job_id} was interrupted as its commit ended and committed "
+            f"all the same: every file is visible at {url} and nothing of it is pending."
+        )
+        with held_interrupts(committed):
+            run_stages(run, stages, phases, self.job.job_id)
         assert run.outcome is not None, "the stages produced no outcome"
         return run.outcome
 

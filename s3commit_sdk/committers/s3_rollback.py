@@ -5,11 +5,14 @@ first completion the job is aborted; a failed completion or check is rolled back
 (every key a completion was sent for deleted, the rest aborted, then a listing decides what the
 error says); after the last completion nothing is undone, and the error names the command that
 finishes the job. "A Zero-Rename Committer" ("Correctness": abortable, no leaks): job abort
-removes every upload and hidden file of this job, and only of this job.
+removes every upload and hidden file of this job, and only of this job. That clean-up is retried
+as a whole while S3 throttles it (:func:`remove_leftovers`); what it still could not abort is
+listed and named on the error with the command that removes it (:func:`left_pending`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -18,11 +21,15 @@ from ..errors import (
     ALL_VISIBLE,
     NOTHING_VISIBLE,
     SOME_VISIBLE,
+    CleanupIncompleteError,
     CommitError,
     PendingSetError,
     S3CommitError,
+    StoreError,
 )
 from ..formats import PendingSet, PendingUpload
+from ..journal_trust import commit_is_the_jobs
+from ..store.s3 import _retry_kind
 from .cleanup import release, remove_job_files, stop_attempts
 from .commit_run import CommitRun
 
@@ -37,6 +44,9 @@ def abort_before_completion(run: CommitRun, cause: BaseException) -> None:
     url, job_id = run.location.url(), run.job.job_id
     try:
         abort(run)
+    except CleanupIncompleteError as left:
+        left.tell(cause)
+        return None
     except Exception as exc:
         cause.add_note(
             f"s3commit: aborting job {job_id} failed too ({exc}): its pending uploads and "
@@ -94,7 +104,9 @@ def roll_back(run: CommitRun, sent: list[PendingUpload]) -> tuple[str | None, st
     except S3CommitError as exc:
         problems.append(f"deleting completed files failed: {exc}")
     try:
-        run.aborted_uploads = remove_leftovers(run.committer, run.pendingsets, committed=set())
+        run.aborted_uploads = cleaned_or_listed(run, committed=set())
+    except CleanupIncompleteError as left:
+        problems.append(str(left))
     except S3CommitError as exc:
         problems.append(f"aborting uploads failed: {exc}")
     try:
@@ -124,8 +136,10 @@ def roll_back(run: CommitRun, sent: list[PendingUpload]) -> tuple[str | None, st
 
 
 def rolled_back_fields(run: CommitRun, visible: str | None) -> dict:
-    """Error fields after :func:`roll_back`: ``s3commit abort`` unless nothing is left."""
-    return run.committer.error_fields(visible, None if visible == NOTHING_VISIBLE else "abort")
+    """Error fields after :func:`roll_back`: ``s3commit abort`` unless nothing is left (no
+    file visible, and the journal released: nothing pending either)."""
+    left = visible != NOTHING_VISIBLE or run.journal_written or run.marker_owned
+    return run.committer.error_fields(visible, "abort" if left else None)
 
 
 def interrupted_after_completion(run: CommitRun, cause: BaseException) -> None:
@@ -149,10 +163,12 @@ def finishing(step: str) -> Callable[[CommitRun, BaseException], BaseException |
         if not isinstance(cause, S3CommitError):
             return None
         url = run.location.url()
+        left = left_pending(run, cause, f"s3commit recover {url}")
+        still = f" {left}" if left.pending_uploads else ""
         return CommitError(
             f"job {run.job.job_id} committed: every file is complete and visible at {url}, "
             f"but {step} failed ({cause}){run.committer.locked_note}. `s3commit recover {url}` "
-            "finishes this job.",
+            f"finishes this job.{still}",
             **run.committer.error_fields(ALL_VISIBLE, "recover"),
         )
 
@@ -161,6 +177,30 @@ def finishing(step: str) -> Callable[[CommitRun, BaseException], BaseException |
 
 # -- abort and cleanup: the job's own uploads and hidden files --------------------------------
 def remove_leftovers(
+    committer: S3Committer, received: list[PendingSet], committed: set[str]
+) -> int:
+    """:func:`_remove_leftovers_once`, retried as a whole while S3 throttles it.
+
+    Each request has its retry budget (``retry.throttle.limit``); under a storm an abort can
+    exhaust it. The clean-up is idempotent, so it runs again, up to that many times with the
+    same backoff and within ``retry.throttle.max-duration``; then the last failure is raised.
+    """
+    policy = committer.store.settings.retry
+    started = time.monotonic()
+    for attempt in range(1, policy.throttle_limit + 1):
+        try:
+            return _remove_leftovers_once(committer, received, committed)
+        except StoreError as exc:
+            pause = policy.backoff(attempt - 1, policy.throttle_interval_s)
+            spent = time.monotonic() - started + pause
+            last = attempt == policy.throttle_limit or spent > policy.max_duration_s
+            if last or _retry_kind(exc.__cause__) is None:
+                raise
+            time.sleep(pause)
+    raise AssertionError("retry.throttle.limit is at least 1")
+
+
+def _remove_leftovers_once(
     committer: S3Committer, received: list[PendingSet], committed: set[str]
 ) -> int:
     """Abort this job's uploads that were not committed, then drop its hidden metadata;
@@ -186,7 +226,7 @@ def remove_leftovers(
             attempt = committer.attempt_of(key)
             if attempt is not None and attempt not in known_attempts:
                 saved = read_pendingset(store.get(bucket, key))
-                commits += saved.commits if saved else []
+                commits += [c for c in saved.commits if _own(committer, c)] if saved else []
         targets: dict[str, str] = {}
         for commit in commits:
             if (
@@ -213,12 +253,64 @@ def remove_leftovers(
         committer.drop_local_buffers()
 
 
-def abort(run: CommitRun) -> None:
-    """Job abort: the job's uploads and hidden files, then what this run created of the journal
-    and the marker."""
-    committer = run.committer
+def cleaned_or_listed(run: CommitRun, committed: set[str]) -> int:
+    """:func:`remove_leftovers` for a failed job; if S3 refused it beyond its retries, one
+    listing says which of the job's uploads are left: a :class:`CleanupIncompleteError`
+    naming them and the command that removes them."""
     received = run.pendingsets or _parse_quietly(run.messages)
-    run.aborted_uploads = remove_leftovers(committer, received, committed=set())
+    try:
+        return remove_leftovers(run.committer, received, committed)
+    except StoreError as failure:
+        url, job_id = run.location.url(), run.job.job_id
+        locked = run.marker_owned or run.journal_written
+        command = f"abort {url}" if locked else f"uploads abort {url} --job {job_id}"
+        raise left_pending(run, failure, f"s3commit {command}") from failure
+
+
+def left_pending(run: CommitRun, failure: S3CommitError, remedy: str) -> CleanupIncompleteError:
+    """The job's uploads still pending after ``failure``, by one listing, in an error whose
+    ``remedy`` removes them."""
+    job_id, location = run.job.job_id, run.location
+    fields = run.committer.error_fields(NOTHING_VISIBLE) | {"remedy": remedy}
+    try:
+        pending = run.store.list_pending(location.bucket, location.dir_prefix)
+    except S3CommitError as exc:
+        return CleanupIncompleteError(
+            f"cleaning up job {job_id} failed ({failure}) and what it left could not be listed "
+            f"({exc}): its uploads may still be pending (billed until aborted); `{remedy}` "
+            "removes them.",
+            **fields,
+        )
+    received = run.pendingsets or _parse_quietly(run.messages)
+    known = {c.uploadId for c in run.commits} | {c.uploadId for p in received for c in p.commits}
+    left = sorted(u.key for u in pending if u.upload_id in known or job_id in u.key)
+    if not left:
+        return CleanupIncompleteError(
+            f"cleaning up job {job_id} failed ({failure}); no upload of the job is pending "
+            f"(checked by a listing), but its hidden files may remain: `{remedy}` removes them.",
+            **fields,
+        )
+    shown = ", ".join(repr(k) for k in left[:_SHOWN_UPLOADS])
+    more = f" and {len(left) - _SHOWN_UPLOADS} more" if len(left) > _SHOWN_UPLOADS else ""
+    return CleanupIncompleteError(
+        f"cleaning up job {job_id} failed ({failure}): {len(left)} upload(s) of the job are "
+        f"still pending (none visible; billed until aborted): {shown}{more}. "
+        f"`{remedy}` removes them.",
+        uploads=tuple(left),
+        **fields,
+    )
+
+
+#: pending uploads named in an error before "and N more"
+_SHOWN_UPLOADS = 5
+
+
+def abort(run: CommitRun) -> None:
+    """Job abort: the job's uploads and hidden files (retried within the throttle budget; a
+    :class:`CleanupIncompleteError` names what is left), then what this run created of the
+    journal and the marker."""
+    committer = run.committer
+    run.aborted_uploads = cleaned_or_listed(run, committed=set())
     owned = [committer.journal_key] if run.journal_written else []
     owned += [layout.marker_key(run.location)] if run.marker_owned else []
     release(run.store, run.location, run.job.job_id, owned)
@@ -231,6 +323,15 @@ def read_pendingset(body: bytes) -> PendingSet | None:
         return PendingSet.from_json(body)
     except (PendingSetError, ValueError, TypeError):
         return None
+
+
+def _own(committer: S3Committer, commit: PendingUpload) -> bool:
+    """An upload a saved pendingset names is aborted only if it is one of the job's own
+    (``journal_trust``: its key named with the job UUID, unless the job's names carry none)."""
+    job = committer.job
+    if not job.options.unique_filenames:
+        return commit.jobId == job.job_id
+    return commit_is_the_jobs(commit, committer.location, job.job_id)
 
 
 def _parse_quietly(messages: list[TaskCommit]) -> list[PendingSet]:

@@ -42,6 +42,8 @@ from ..errors import (
     StoreError,
 )
 from ..formats import CommitMarker, CommittedFile, Journal, PendingSet, PendingUpload
+from ..interrupts import interrupt_requested
+from ..journal_trust import check_resumed
 from ..protocol import JobOutcome
 from ..stages import Stage, stages_from
 from ..store.s3 import RequestCounters
@@ -185,9 +187,10 @@ def complete(run: CommitRun) -> None:
     lock = threading.Lock()
     todo = [c for c in run.commits if c.uploadId not in run.found_complete]
     run.answered += [(c, None) for c in run.commits if c.uploadId in run.found_complete]
+    interrupted = interrupt_requested()  # a held Ctrl-C: no more completions are sent
 
     def complete_one(commit: PendingUpload) -> None:
-        if stop.is_set():
+        if stop.is_set() or interrupted():  # the next stage raises the interrupt and rolls back
             return
         with lock:
             run.sent.append(commit)
@@ -391,5 +394,7 @@ RESUME_STAGES: tuple[Stage[CommitRun], ...] = (
 
 
 def resumed(stages: tuple[Stage[CommitRun], ...]) -> tuple[Stage[CommitRun], ...]:
-    """A committer's stages as ``s3commit recover`` runs them, from the journal."""
-    return (*RESUME_STAGES, *stages_from(stages, "complete"))
+    """A committer's stages as ``s3commit recover`` runs them, from the journal; first of all
+    the journal, its marker and the job's saved pendingsets are checked (``journal_trust``),
+    before any request changes the store."""
+    return (Stage("check_journal", check_resumed), *RESUME_STAGES, *stages_from(stages, "complete"))

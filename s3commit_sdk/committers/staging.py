@@ -8,8 +8,10 @@ complete and returns the list of pending uploads (the pendingset); job commit co
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import layout
-from ..errors import InvalidArgumentError
+from ..errors import InvalidOptionError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
@@ -34,12 +36,60 @@ def private_dir(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.stat(path)
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise InvalidArgumentError(
+        raise InvalidOptionError(
             f"buffer.dir {path} belongs to another user (uid {info.st_uid}): choose a directory "
-            "of your own with the option buffer.dir"
+            "of your own with the option buffer.dir",
+            option="buffer.dir",
         )
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
+
+
+def usable_buffer_dir(path: str) -> None:
+    """Make sure files can be staged in ``path`` (``buffer.dir``): created if missing (mode
+    0700), ours, and writable, checked by creating a file there. Else the typed option error,
+    naming the reason, instead of an ``OSError`` inside a task."""
+    try:
+        private_dir(path)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        reason = (
+            "it is not a directory"
+            if os.path.exists(path) and not os.path.isdir(path)
+            else exc.strerror or str(exc)
+        )
+        raise InvalidOptionError(
+            f"option 'buffer.dir' is {path!r}, where no file can be staged ({reason}): give a "
+            "local directory this user can create and write, or leave the option out (the "
+            "default is $TMPDIR/s3commit-<uid>). Nothing was uploaded.",
+            option="buffer.dir",
+        ) from exc
+
+
+#: the longest file name the common local file systems take (ext4, XFS, APFS, NTFS), in bytes
+NAME_MAX = 255
+#: hex digits of the hash that ends a shortened name
+_DIGEST = 32
+
+
+def local_path(root: str, relpath: str) -> str:
+    """Where the staged file of ``relpath`` lives under ``root``.
+
+    S3 keys take partition values of hundreds of bytes that a local file name cannot: a path
+    segment longer than :data:`NAME_MAX` bytes is shortened to its start and a hash of the
+    whole segment here, while the upload's key keeps ``relpath``.
+    """
+    return os.path.join(root, *(_local_name(segment) for segment in relpath.split("/")))
+
+
+def _local_name(segment: str) -> str:
+    encoded = os.fsencode(segment)
+    if len(encoded) <= NAME_MAX:
+        return segment
+    digest = hashlib.sha256(encoded).hexdigest()[:_DIGEST]
+    head = encoded[: NAME_MAX - _DIGEST - 1].decode("utf-8", errors="ignore")  # whole chars
+    return f"{head}-{digest}"
 
 
 class LocalDirSink(OutputSink):
@@ -49,7 +99,7 @@ class LocalDirSink(OutputSink):
         self.root = root
 
     def open(self, relpath: str) -> pa.NativeFile:
-        path = os.path.join(self.root, relpath)
+        path = local_path(self.root, relpath)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         return pa.OSFile(path, "wb")
 
@@ -82,7 +132,7 @@ class DirectoryStagingCommitter(S3Committer):
     def setup_task(self, task: TaskAttemptContext) -> OutputSink:
         root = self.attempt_dir(task)
         shutil.rmtree(root, ignore_errors=True)  # a previous attempt on this host may have left it
-        private_dir(self.job.options.buffer_dir)
+        usable_buffer_dir(self.job.options.buffer_dir)  # where the driver could not check it
         os.mkdir(root, mode=0o700)
         return self.conflict.guard(LocalDirSink(root), self.visible, self.location.url())
 
@@ -122,7 +172,7 @@ class DirectoryStagingCommitter(S3Committer):
             destinationKey=key,
             uploadId=upload_id,
             etags=[],
-            length=os.path.getsize(os.path.join(self.attempt_dir(task), written.relpath)),
+            length=os.path.getsize(local_path(self.attempt_dir(task), written.relpath)),
             rows=written.rows,
             partition=written.partition,
             jobId=self.job.job_id,
@@ -131,7 +181,7 @@ class DirectoryStagingCommitter(S3Committer):
 
     def _send_parts(self, pool, root: str, written: WrittenFile, commit: PendingUpload):
         """Queue the file's parts; memory is one part per upload thread."""
-        path = os.path.join(root, written.relpath)
+        path = local_path(root, written.relpath)
         part_size = part_size_for(commit.length, self.job.options.multipart_size)
         offsets = range(0, commit.length, part_size) if commit.length else [0]
 

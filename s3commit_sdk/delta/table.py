@@ -20,9 +20,10 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import boto3
@@ -38,7 +39,7 @@ from deltalake.transaction import (
 )
 
 from ..credentials import provider_session
-from ..errors import CommitError, InvalidArgumentError, StoreError
+from ..errors import CommitError, DeltaTableError, InvalidArgumentError, S3CommitError, StoreError
 from ..formats import Journal, PendingUpload
 from ..paths import S3Location, partition_dir
 from ..store import S3Settings, S3Store
@@ -53,6 +54,13 @@ STATS_KEY = "deltaStats"
 LOG_DIR = "_delta_log"
 _GONE = {"NoSuchKey", "404"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: where delta-rs's error text turns into a Rust backtrace ("   0: <unknown>")
+_BACKTRACE = re.compile(r"\n\s*0: ")
+#: a log entry's name: ``<version, 20 digits>.json``
+_ENTRY_NAME = re.compile(r"\d{20}\.json")
+#: how many of the newest log entries are read to find the one delta-rs cannot parse
+_ENTRIES_SEARCHED = 100
+_Read = TypeVar("_Read")
 #: how many times an exclusive job re-checks and retries when its version is taken
 _REBASES = 20
 
@@ -247,30 +255,54 @@ def _removals(
 ) -> list[RemoveAction]:
     """The active files of exactly the ``written`` partitions, as remove actions.
 
-    Files are matched by their partition directory, which our writers name from the values
-    (this SDK is the table's only writer); the log's paths are percent-encoded, actions take
-    the plain ones.
+    Files are matched by the partition values of their add actions, typed by the table, never
+    by their directory: another writer may escape a value differently (``a=x%20y`` where Spark
+    writes ``a=x y``). The job's values (Spark's text of each) are cast to the same types. The
+    log's paths are percent-encoded, actions take the plain ones.
     """
+    actions = pa.table(table.get_add_actions(flatten=True))
+    found = [actions.column(f"partition.{c}") for c in columns]
+    texts = list(written)
+    typed = [_typed(column.type, [t[i] for t in texts]) for i, column in enumerate(found)]
     values = {
-        partition_dir(list(columns), list(v)): dict(zip(columns, v, strict=True)) for v in written
+        tuple(_comparable(v) for v in key): dict(zip(columns, text, strict=True))
+        for key, text in zip(zip(*typed, strict=True), texts, strict=True)
     }
-    actions = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes"])
     now = int(time.time() * 1000)
     removes = []
-    for path, size in zip(
-        *(actions.column(c).to_pylist() for c in actions.column_names), strict=True
-    ):
-        plain = unquote(path)
-        directory = plain.rsplit("/", 1)[0] if "/" in plain else ""
-        if directory in values:
-            removes.append(RemoveAction(plain, True, now, size, values[directory]))
+    paths, sizes = (actions.column(c).to_pylist() for c in ("path", "size_bytes"))
+    for path, size, *key in zip(paths, sizes, *(c.to_pylist() for c in found), strict=True):
+        partition = values.get(tuple(_comparable(v) for v in key))
+        if partition is not None:
+            removes.append(RemoveAction(unquote(path), True, now, size, partition))
     return removes
 
 
+def _typed(arrow_type: pa.DataType, texts: list[str | None]) -> list[Any]:
+    """Partition values as Spark's text renders them, in the table's type for the column."""
+    return pa.array(texts, pa.string()).cast(arrow_type).to_pylist()
+
+
+def _comparable(value: Any) -> Any:
+    """NaN equal to NaN, as a partition value is."""
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+
 def _one_line(error: Exception) -> str:
-    """delta-rs's multi-line, colour-coded error text as one plain line."""
-    text = " ".join(_ANSI.sub("", str(error)).replace("↳", " ").split())
+    """delta-rs's multi-line, colour-coded error text as one plain line, its Rust backtrace
+    left out."""
+    message = _BACKTRACE.split(_ANSI.sub("", str(error)), maxsplit=1)[0]
+    text = " ".join(message.replace("↳", " ").split())
     return f"{type(error).__name__}: {text[:400]}"
+
+
+def _json_lines(body: bytes) -> list[dict[str, Any]] | None:
+    """A log entry's actions; None if it is not JSON lines (truncated, garbled)."""
+    try:
+        actions = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+    except ValueError:  # UnicodeDecodeError and json.JSONDecodeError both are
+        return None
+    return actions if all(isinstance(a, dict) for a in actions) else None
 
 
 class DeltaLog:
@@ -288,11 +320,60 @@ class DeltaLog:
         return self._options
 
     def open(self, version: int | None = None) -> deltalake.DeltaTable | None:
-        """The table (at ``version``, else the latest), or None where there is none yet."""
+        """The table (at ``version``, else the latest), or None where there is none yet.
+
+        Any other failure of delta-rs is a :class:`DeltaTableError` naming the table, the log
+        entry at fault where one does not parse, and the cause's first line.
+        """
         try:
             return deltalake.DeltaTable(self.uri, version=version, storage_options=self.options)
         except TableNotFoundError:
             return None
+        except Exception as exc:  # DeltaError (a corrupted entry, a store failure), a panic
+            raise self.unreadable(exc) from exc
+
+    def unreadable(self, cause: Exception, entry: str | None = None) -> DeltaTableError:
+        """The typed error for a log that delta-rs (or :meth:`find`) cannot read: the table,
+        the entry at fault (``entry``, else the newest of the last ``_ENTRIES_SEARCHED`` that
+        is not JSON lines, if any), the cause's first line and the remedy."""
+        url = self.location.url()
+        try:
+            keys = self._log_keys()
+            entry = entry or self._unparsable(keys[-_ENTRIES_SEARCHED:])
+        except S3CommitError:  # the log cannot be listed: the error names no entry
+            keys = []
+        if entry is None:
+            where, remedy = "", "Repair the table's _delta_log (or restore it from a backup)"
+        else:
+            where = f": its log entry {entry!r} is not valid JSON lines"
+            remedy = (
+                "Restore that entry from a backup, or have the writer that wrote it write it again"
+            )
+            if keys and entry == keys[-1]:
+                remedy += (
+                    " (deleting it, the newest entry, returns the table to its previous version)"
+                )
+        return DeltaTableError(
+            f"cannot read the Delta table at {url}{where} ({_one_line(cause)}). {remedy}.",
+            entry=entry,
+            destination=url,
+        )
+
+    def _log_keys(self) -> list[str]:
+        """The keys of the log's JSON entries, oldest first."""
+        prefix = self.location.key(f"{LOG_DIR}/")
+        return sorted(
+            o.key
+            for o in self.store.list_objects(self.location.bucket, prefix)
+            if _ENTRY_NAME.fullmatch(o.key[len(prefix) :])
+        )
+
+    def _unparsable(self, keys: list[str]) -> str | None:
+        """The newest of ``keys`` whose entry is not JSON lines, or None."""
+        for key in reversed(keys):
+            if _json_lines(self.store.get(self.location.bucket, key)) is None:
+                return key
+        return None
 
     @staticmethod
     def occupied(table: deltalake.DeltaTable | None) -> set[str]:
@@ -329,6 +410,8 @@ class DeltaLog:
             self._write(plan, table)
         except TableCommitFailed:
             raise
+        except DeltaTableError as unreadable:  # read before the transaction was sent
+            raise TableCommitFailed(str(unreadable), conflict=False) from unreadable
         except Exception as exc:  # delta-rs raises DeltaError, OSError, ... for store failures
             return self._settle(plan, exc)
         found = self.find(plan.job_id, plan.read_version)
@@ -353,8 +436,8 @@ class DeltaLog:
                     commit_properties=plan.properties(),
                 )
                 return
-            except Exception:
-                table = self.open()
+            except Exception as failed:
+                table = self._read_after(failed, self.open)
                 if table is None or table.transaction_version(job_app_id(plan.job_id)):
                     raise  # settled by the caller
             if plan.mode != "append":
@@ -402,17 +485,32 @@ class DeltaLog:
             try:
                 self._transaction(plan, table, schema)
                 return
-            except CommitFailedError:
-                if self.committed(plan.job_id, plan.read_version) is not None:
+            except CommitFailedError as failed:
+                landed = partial(self.committed, plan.job_id, plan.read_version)
+                if self._read_after(failed, landed) is not None:
                     return  # the answer was lost, the commit was not
         raise TableCommitFailed(
             f"{self.uri} got {_REBASES} new versions while this job tried to commit", conflict=True
         )
 
+    @staticmethod
+    def _read_after(failed: Exception, read: Callable[[], _Read]) -> _Read:
+        """``read()`` after a commit call failed with ``failed``. If the log cannot be read,
+        ``failed`` is raised again: whether the call landed is for :meth:`_settle`."""
+        try:
+            return read()
+        except DeltaTableError:
+            raise failed from None
+
     def _settle(self, plan: TablePlan, cause: Exception) -> DeltaCommit:
         """After a failed commit call: did the transaction land (a lost answer) or not?"""
         try:
             found = self.committed(plan.job_id, plan.read_version)
+        except DeltaTableError as unreadable:  # delta-rs cannot read the log: read it here
+            found = self._found_in_entries(plan, cause, unreadable)
+            if found is None:
+                raise TableCommitFailed(str(unreadable), conflict=False) from unreadable
+            return found
         except Exception as exc:
             raise CommitError(
                 f"committing job {plan.job_id} to the Delta table {self.uri} failed "
@@ -430,11 +528,41 @@ class DeltaLog:
             return None
         return self.find(job_id, after) or DeltaCommit(None, 0)
 
-    def find(self, job_id: str, after: int | None) -> DeltaCommit | None:
-        """Read log entries from ``after + 1`` on until one names ``job_id`` (None at the end)."""
+    def _found_in_entries(
+        self, plan: TablePlan, cause: Exception, unreadable: DeltaTableError
+    ) -> DeltaCommit | None:
+        """Whether the job's transaction landed, from the log entries after its read, where
+        delta-rs cannot read the log: an entry that is not JSON lines is no commit of ours
+        (delta-rs wrote it as JSON). With an entry missing among them, or the log unreadable
+        here too, it cannot be told: :class:`DeltaTableError`, the files to be kept."""
+        after = -1 if plan.read_version is None else plan.read_version
+        try:
+            since = [v for v in (int(key[-25:-5]) for key in self._log_keys()) if v > after]
+            if since == list(range(after + 1, after + 1 + len(since))):
+                return self.find(plan.job_id, plan.read_version, skip_unparsable=True)
+        except S3CommitError:  # the entries cannot be listed or read either
+            pass
+        raise DeltaTableError(
+            f"committing job {plan.job_id} to the Delta table {self.uri} failed "
+            f"({_one_line(cause)}), and whether it landed cannot be told: {unreadable}",
+            entry=unreadable.entry,
+            destination=unreadable.destination,
+        ) from cause
+
+    def find(
+        self, job_id: str, after: int | None, skip_unparsable: bool = False
+    ) -> DeltaCommit | None:
+        """Read log entries from ``after + 1`` on until one names ``job_id`` (None at the end).
+        ``skip_unparsable``: an entry that is not JSON lines is passed over (no job of ours
+        wrote it), else it raises :class:`DeltaTableError`."""
         version = 0 if after is None else after + 1
         while True:
-            entry = self._entry(version)
+            try:
+                entry = self._entry(version)
+            except DeltaTableError:
+                if not skip_unparsable:
+                    raise
+                entry = []
             if entry is None:
                 return None
             info = next((a["commitInfo"] for a in entry if "commitInfo" in a), {})
@@ -443,6 +571,7 @@ class DeltaLog:
             version += 1
 
     def _entry(self, version: int) -> list[dict[str, Any]] | None:
+        """The actions of log entry ``version``; None if there is none."""
         key = self.location.key(f"{LOG_DIR}/{version:020d}.json")
         try:
             body = self.store.get(self.location.bucket, key)
@@ -450,4 +579,7 @@ class DeltaLog:
             if exc.code in _GONE:
                 return None
             raise
-        return [json.loads(line) for line in body.splitlines() if line.strip()]
+        actions = _json_lines(body)
+        if actions is None:
+            raise self.unreadable(ValueError(f"version {version} is not JSON lines"), key)
+        return actions

@@ -294,7 +294,8 @@ class _StatusPoller(threading.Thread):
             slots = self.slots()
             counts["tasks_total"] = last.numTasks
             counts["tasks_running"] = active if slots is None else min(active, slots)
-        running = self.inbox.drain() if self.inbox is not None else {}
+        tasks = last.numTasks if last is not None else None  # reports of other partitions: dropped
+        running = self.inbox.drain(tasks) if self.inbox is not None else {}
         self.tracker.sync(finished, running, **counts)
 
     def run(self) -> None:

@@ -5,12 +5,15 @@ sends its accumulator updates after the task's last row), so a task's progress w
 needs a channel of its own: every half second a task sends one datagram with its cumulative
 rows and bytes to a socket the driver opened for the job. A datagram never blocks a task, and
 losing one is harmless (the next carries the totals); a token drawn per job keeps other
-senders out. Where executors cannot reach the driver this way, progress moves when tasks end.
+senders out. Any local process can send to the port, so every datagram is parsed as hostile
+input: one that is not a well-formed report of this job is dropped, and none can fail or
+alter a write. Where executors cannot reach the driver this way, progress moves when tasks end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import socket
 import time
@@ -20,8 +23,56 @@ from dataclasses import dataclass
 REPORT_INTERVAL_S = 0.5
 
 
+#: A report is ``token partition attempt rows bytes``: 32 hex digits and four numbers of at
+#: most 19 digits, so anything longer is not one (and is not read past this many bytes).
+MAX_DATAGRAM = 128
+#: Reports read per drain: a flood of datagrams cannot keep the poller from the rest of its job.
+MAX_DATAGRAMS_PER_DRAIN = 4096
+#: Spark's partition ids and attempt numbers are Java ints.
+MAX_TASK_ID = 2**31 - 1
+#: No task writes more rows or bytes than this (a pebibyte); larger numbers are not reports.
+MAX_COUNT = 2**50
+_NUMBER = re.compile(rb"[0-9]{1,19}")
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One running attempt's totals so far, as a datagram carried them."""
+
+    partition: int
+    attempt: int
+    rows: int
+    bytes: int
+
+
+def parse_report(data: bytes, token: bytes, tasks: int | None = None) -> TaskReport | None:
+    """The report ``data`` holds, or None if it is not a well-formed report of this job.
+
+    Any local process can send to the inbox's port, so nothing is trusted: the size, the
+    token (compared as bytes, in constant time), every number (ASCII digits only, bounded),
+    and the partition (one of the job's ``tasks`` when known).
+    """
+    if len(data) > MAX_DATAGRAM:
+        return None
+    fields = data.split(b" ")
+    if len(fields) != 5 or not secrets.compare_digest(fields[0], token):
+        return None
+    if not all(_NUMBER.fullmatch(field) for field in fields[1:]):
+        return None
+    partition, attempt, rows, size = (int(field) for field in fields[1:])
+    limit = MAX_TASK_ID if tasks is None else tasks - 1
+    if partition > limit or attempt > MAX_TASK_ID or rows > MAX_COUNT or size > MAX_COUNT:
+        return None
+    return TaskReport(partition, attempt, rows, size)
+
+
 class ReportInbox:
-    """The driver's socket for one job's task reports; ``drain()`` from the progress poller."""
+    """The driver's socket for one job's task reports; ``drain()`` from the progress poller.
+
+    Hostile input is dropped, never raised: a datagram that is not a report of this job
+    (:func:`parse_report`) is ignored, and what a partition reports never goes backwards
+    within an attempt (datagrams may arrive out of order) nor comes from an older attempt.
+    """
 
     def __init__(self, host: str, bind_host: str | None = None) -> None:
         family, kind, proto, _, address = socket.getaddrinfo(
@@ -35,7 +86,8 @@ class ReportInbox:
             self._socket.close()
             raise
         self.address = TaskReportAddress(host, self._socket.getsockname()[1], secrets.token_hex(16))
-        self._latest: dict[int, tuple[int, int, int]] = {}  # partition -> attempt, rows, bytes
+        self._token = self.address.token.encode("ascii")
+        self._latest: dict[int, TaskReport] = {}
 
     @classmethod
     def open(cls, host: str | None, bind_host: str | None = None) -> ReportInbox | None:
@@ -47,29 +99,37 @@ class ReportInbox:
         except OSError:
             return None
 
-    def drain(self) -> dict[int, tuple[int, int]]:
-        """Rows and bytes written so far by the newest attempt of each partition heard from."""
-        while True:
-            try:
-                data = self._socket.recv(512)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                break
-            self._take(data)
-        return {partition: (rows, size) for partition, (_, rows, size) in self._latest.items()}
+    def drain(self, tasks: int | None = None) -> dict[int, tuple[int, int]]:
+        """Rows and bytes written so far by the newest attempt of each partition heard from.
 
-    def _take(self, data: bytes) -> None:
-        fields = data.decode("ascii", "replace").split()
-        if len(fields) != 5 or not secrets.compare_digest(fields[0], self.address.token):
-            return
-        try:
-            partition, attempt, rows, size = (int(f) for f in fields[1:])
-        except ValueError:
-            return
-        previous = self._latest.get(partition)
-        if previous is None or attempt >= previous[0]:
-            self._latest[partition] = (attempt, rows, size)
+        ``tasks``: how many tasks the job has, when known; reports of other partitions are
+        dropped. Reads at most :data:`MAX_DATAGRAMS_PER_DRAIN` datagrams per call.
+        """
+        for _ in range(MAX_DATAGRAMS_PER_DRAIN):
+            try:
+                data = self._socket.recv(MAX_DATAGRAM + 1)  # one byte more: too long is seen
+            except OSError:  # nothing waiting (BlockingIOError), or the socket is closed
+                break
+            report = parse_report(data, self._token, tasks)
+            if report is not None:
+                self._take(report)
+        return {
+            partition: (report.rows, report.bytes)
+            for partition, report in self._latest.items()
+            if tasks is None or partition < tasks
+        }
+
+    def _take(self, report: TaskReport) -> None:
+        previous = self._latest.get(report.partition)
+        if previous is None or report.attempt > previous.attempt:
+            self._latest[report.partition] = report
+        elif report.attempt == previous.attempt:
+            self._latest[report.partition] = TaskReport(
+                report.partition,
+                report.attempt,
+                max(report.rows, previous.rows),
+                max(report.bytes, previous.bytes),
+            )
 
     def close(self) -> None:
         self._socket.close()

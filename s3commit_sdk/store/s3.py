@@ -27,6 +27,7 @@ import botocore.session
 
 from ..credentials import AccessKeys, CredentialsProvider, provider_session, with_provider
 from ..errors import StoreError
+from ..redaction import hold_secrets
 
 BATCH_DELETE_LIMIT = 1000
 #: up to this many keys a delete is confirmed by one HEAD per key, beyond by listing their range
@@ -219,6 +220,18 @@ def _session(profile: str | None) -> boto3.session.Session:
     return session
 
 
+def _secrets_of(settings: S3Settings, session: boto3.session.Session) -> tuple[str | None, ...]:
+    """The secret key and session token a client of ``session`` signs with: the explicit keys,
+    else what the session found (a provider's, the environment's, a profile's, a role's)."""
+    if settings.access_key:
+        return settings.secret_key, settings.session_token
+    found = session.get_credentials()
+    if found is None:
+        return ()
+    frozen = found.get_frozen_credentials()
+    return frozen.secret_key, frozen.token
+
+
 class S3Store:
     """One boto3 client with a pool sized to the caller's thread count, and its counters."""
 
@@ -229,6 +242,8 @@ class S3Store:
             session = provider_session(settings.credentials_provider)
         else:
             session = _session(settings.profile if not settings.access_key else None)
+        # this store's secrets stay out of every log record while it lives (redaction.py)
+        hold_secrets(self, *_secrets_of(settings, session))
         checksums = settings.checksums
         if checksums in (None, "auto"):
             # a custom endpoint is an S3-compatible store: send checksums only where required
@@ -435,7 +450,8 @@ class S3Store:
                 first = reply["Errors"][0]
                 raise StoreError(
                     f"batch delete in bucket {bucket!r} failed for {len(reply['Errors'])} keys, "
-                    f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+                    f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}",
+                    code=first.get("Code"),
                 )
             deleted += len(chunk)
         return deleted
@@ -567,7 +583,14 @@ class S3Store:
             ]
         return found
 
-    # -- bucket lifecycle ---------------------------------------------------------------------
+    # -- bucket configuration -----------------------------------------------------------------
+    def versioning(self, bucket: str) -> str | None:
+        """The bucket's versioning status (``Enabled``, ``Suspended``), None if never enabled."""
+        reply = self._call(
+            "reading the versioning status", bucket, self.client.get_bucket_versioning
+        )
+        return reply.get("Status") or None
+
     def get_lifecycle_rules(self, bucket: str) -> list[dict]:
         """The bucket's lifecycle rules as S3 returns them; [] when it has none."""
         reply = self._call(

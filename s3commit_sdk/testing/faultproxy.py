@@ -51,6 +51,8 @@ WRONG_ETAG = "wrong-etag"
 IGNORE_CONDITIONS = "ignore-conditions"
 STUCK_LISTING = "stuck-listing"
 IGNORE_DELETES = "ignore-deletes"
+HOLD = "hold"
+ACCESS_DENIED = "access-denied"
 ACTIONS = (
     SLOW_DOWN,
     INTERNAL_ERROR,
@@ -61,6 +63,8 @@ ACTIONS = (
     IGNORE_CONDITIONS,
     STUCK_LISTING,
     IGNORE_DELETES,
+    HOLD,
+    ACCESS_DENIED,
 )
 TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS, STUCK_LISTING)
 #: the elements of a listing's answer that say where the next page starts, by operation
@@ -76,6 +80,7 @@ COPIES = ("CopyObject", "UploadPartCopy")
 _ERRORS = {
     SLOW_DOWN: (503, "SlowDown", "Please reduce your request rate."),
     INTERNAL_ERROR: (500, "InternalError", "We encountered an internal error. Please try again."),
+    ACCESS_DENIED: (403, "AccessDenied", "Access Denied"),
 }
 _HOP_BY_HOP = {
     "connection",
@@ -151,6 +156,11 @@ def _failure_rule(action: str, doc: str):
 slow_down = _failure_rule(SLOW_DOWN, "Answer ``503 SlowDown``, S3's throttling reply.")
 internal_error = _failure_rule(INTERNAL_ERROR, "Answer ``500 InternalError`` (retried).")
 reset = _failure_rule(RESET, "Close the client's connection with a TCP reset, no response.")
+access_denied = _failure_rule(
+    ACCESS_DENIED,
+    "Refuse as S3 refuses credentials that lack the permission: ``403 AccessDenied``, and to "
+    "``DeleteObjects`` (no ``s3:DeleteObject``) ``200`` with an ``AccessDenied`` error per key.",
+)
 
 
 def wrong_etag(
@@ -216,6 +226,13 @@ def delay(
     return _fault(DELAY, operation, probability=probability, occurrences=occurrences, delay_ms=ms)
 
 
+def hold(operation: str = "*", *, occurrences: Iterable[int] | None = None) -> Fault:
+    """Hold the request until :meth:`FaultProxy.release` (or the proxy's timeout), then forward
+    it: a request in flight for exactly as long as a test needs, whatever the machine's speed.
+    A caller that died while held never gets its request forwarded, as with :func:`delay`."""
+    return _fault(HOLD, operation, occurrences)
+
+
 def bandwidth(
     bytes_per_s: int,
     operation: str = "*",
@@ -253,6 +270,7 @@ class _Plan:
     failure: Fault | None = None
     tampers: set[str] = field(default_factory=set)
     stuck_marker: str = ""
+    hold: threading.Event | None = None
 
 
 # -- which S3 operation is this request? -------------------------------------------------------
@@ -358,17 +376,26 @@ class FaultProxy:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._client = None
+        self._released = threading.Event()
         self.set_rules(rules, seed)
 
     # -- configuration ----------------------------------------------------------------------
     def set_rules(self, rules: Iterable[Fault], seed: int | str | None = None) -> None:
-        """Replace the rules (and optionally the seed); per-rule counters start again."""
+        """Replace the rules (and optionally the seed); per-rule counters start again.
+        Requests held under the old rules are released."""
         with self._lock:
+            self._released.set()
+            self._released = threading.Event()
             if seed is not None:
                 self.seed = seed
             self.rules = list(rules)
             self._matched = [0] * len(self.rules)
             self._rngs = [random.Random(f"{self.seed}:{i}") for i in range(len(self.rules))]
+
+    def release(self) -> None:
+        """Forward every request a :func:`hold` rule is holding, and those it will hold."""
+        with self._lock:
+            self._released.set()
 
     def reset(self) -> None:
         """No rules, no counts, no events: a clean pass-through proxy again."""
@@ -416,6 +443,8 @@ class FaultProxy:
                     continue
                 if rule.action == DELAY:
                     plan.delay_s += rule.delay_ms / 1000
+                elif rule.action == HOLD:
+                    plan.hold = self._released
                 elif rule.action == BANDWIDTH:
                     plan.rate = min(plan.rate or rule.bytes_per_s, rule.bytes_per_s)
                 elif rule.action in TAMPERS:
@@ -554,14 +583,19 @@ class _Handler(BaseHTTPRequestHandler):
         plan = proxy._plan(operation)
         throttle = _Throttle(plan.rate)
         body = self._read_body(throttle)
-        if plan.delay_s:
+        if plan.delay_s or plan.hold is not None:
             time.sleep(plan.delay_s)
+            if plan.hold is not None:
+                plan.hold.wait(proxy.timeout)
             if self._client_gone():  # the caller died while held: its request never lands
                 self.close_connection = True
                 return
         failure = plan.failure
         if failure is not None and failure.action == IGNORE_DELETES:
             self._acknowledge_delete(body)
+            return
+        if failure is not None and failure.action == ACCESS_DENIED and operation == "DeleteObjects":
+            self._deny_each_key(body)
             return
         if failure is not None and not failure.after:
             self._fail(failure)
@@ -697,14 +731,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        deleted = b"".join(
+        self._delete_result(
             b"<Deleted>" + key + b"</Deleted>"
             for key in re.findall(rb"<Key>.*?</Key>", body, flags=re.S)
         )
+
+    def _deny_each_key(self, body: bytes) -> None:
+        self._delete_result(
+            b"<Error>" + key + b"<Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+            for key in re.findall(rb"<Key>.*?</Key>", body, flags=re.S)
+        )
+
+    def _delete_result(self, entries: Iterable[bytes]) -> None:
+        """A ``DeleteObjects`` answer of these ``<Deleted>`` / ``<Error>`` entries."""
         reply = (
             b'<?xml version="1.0" encoding="UTF-8"?>\n'
             b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-            + deleted
+            + b"".join(entries)
             + b"</DeleteResult>"
         )
         self.send_response_only(200)
