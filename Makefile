@@ -15,7 +15,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: system-deps-demo system-deps system-deps-bench setup demo test test-fast faults lint \
-	format clean bench bench-quick bench-commit docs wheel
+	format clean bench bench-quick bench-commit docs wheel explore
 
 # ---- system packages -----------------------------------------------------------------------
 # Each need: a shell test that it is there, why it is needed, its Debian/Ubuntu packages and
@@ -136,6 +136,16 @@ docs: $(DEMO) $(DOCS)
 wheel: | $(PY)
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
 
+# The randomized fault-schedule explorer (tests/test_explorer.py, s3commit_sdk/testing/explorer.py):
+# N random schedules per S3 server (default 200) instead of the fixed-seed budget `make faults`
+# runs; SEED=... picks them, SUMMARY=... (default explore-summary.jsonl) gets one JSON line per
+# server: schedules, steps, jobs, faults, kills, recoveries and each violation with its schedule.
+explore: system-deps $(DEMO) $(DEV)
+	S3COMMIT_EXPLORE_EXAMPLES=$(or $(N),200) \
+	S3COMMIT_EXPLORE_SUMMARY=$(or $(SUMMARY),explore-summary.jsonl) \
+	$(PY) -m pytest -q -p no:cacheprovider -s tests/test_explorer.py \
+	$(if $(SEED),--hypothesis-seed=$(SEED))
+
 lint: $(DEV)
 	$(VENV)/bin/ruff check s3commit_sdk tests bench docs/hooks
 	$(VENV)/bin/ruff format --check s3commit_sdk tests bench docs/hooks
@@ -145,7 +155,7 @@ format: $(DEV)
 	$(VENV)/bin/ruff check --fix s3commit_sdk tests bench docs/hooks
 
 clean:
-	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .ruff_cache spark-warehouse
+	rm -rf $(VENV) build dist site explore-summary.jsonl *.egg-info .pytest_cache .ruff_cache spark-warehouse
 
 # Benchmarks (bench/run.py), every scenario on Ceph RGW (the reference) and on moto: results JSON
 # in bench/results/, report + charts in bench/reports/ (full run) or bench/results/ (quick).

@@ -278,6 +278,19 @@ _REMOTE = re.compile(
 TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 
+@contextlib.contextmanager
+def about_job(destination: str, job_id: str, visible: str | None = None) -> Iterator[None]:
+    """Typed errors raised inside are told the job they are about, and ``visible`` where the
+    caller knows it (errors raised below the job know less of it)."""
+    try:
+        yield
+    except S3CommitError as exc:
+        exc.destination = exc.destination or destination
+        exc.job_id = exc.job_id or job_id
+        exc.visible = exc.visible or visible
+        raise
+
+
 def first_line(exc: BaseException, limit: int = 500) -> str:
     """The line of an error worth showing: the exception line of the last Python traceback
     in it (a Spark task's failure holds its worker's traceback, whose source lines name errors

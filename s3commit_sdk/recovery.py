@@ -310,6 +310,7 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
     job_id = state.marker.jobId
     uploads = state.store.list_pending(bucket, location.dir_prefix)
     journal = state.journal
+    missing: list[str] = []  # what the job's replace already deleted
     if journal is not None and journal.format == "delta":
         _refuse_abort_of_committed_table_job(state, journal)
     if journal is not None:
@@ -332,6 +333,7 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
             plan.notes.append(
                 f"{len(missing)} objects that replace mode deletes were already deleted and "
                 "cannot be restored; `s3commit recover` would have kept the new data instead"
+                " (the _SUCCESS naming them is removed too)"
             )
         journaled = {c.uploadId for c in journal.commits}
     else:
@@ -346,7 +348,9 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
             and job_of_key(o.key) == job_id.lower()
         ]
         journaled = set()
-    if _success_job(state.store, location) == job_id:
+    success_job = _success_job(state.store, location)
+    if success_job == job_id or (journal is not None and missing and success_job is not None):
+        # this job's, or an earlier job's naming files this job's replace already deleted
         plan.visible.append(location.key(layout.SUCCESS_MARKER))
     plan.uploads = [
         u for u in uploads if u.upload_id in journaled or job_of_key(u.key) == job_id.lower()

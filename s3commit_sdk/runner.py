@@ -29,6 +29,7 @@ from .errors import (
     InvalidArgumentError,
     S3CommitError,
     TaskFailedError,
+    about_job,
     first_line,
     from_spark,
 )
@@ -108,21 +109,27 @@ RunTasks = Callable[[JobContext, ProgressTracker], list[TaskCommit]]
 def driving(job: JobContext) -> Iterator[None]:
     """A driver step of ``job``: credentials kept out of its logs, and its typed errors told
     the destination and job they are about (errors raised below the job know less of it)."""
-    try:
-        with redacted_logs(job.settings.secret_key, job.settings.session_token):
-            yield
-    except S3CommitError as exc:
-        exc.destination = exc.destination or job.location.url()
-        exc.job_id = exc.job_id or job.job_id
-        raise
+    with (
+        about_job(job.location.url(), job.job_id),
+        redacted_logs(job.settings.secret_key, job.settings.session_token),
+    ):
+        yield
 
 
 def setup_job(job: JobContext) -> Committer:
     """Job setup on the driver; returns the committer that commits or aborts the job."""
     committer = make_committer(job)
     with driving(job):
-        committer.setup_job()
+        _set_up(committer)
     return committer
+
+
+def _set_up(committer: Committer) -> None:
+    """The committer's job setup: nothing of the job is uploaded before it ends, so whatever
+    fails in it left nothing visible."""
+    job = committer.job
+    with about_job(job.location.url(), job.job_id, NOTHING_VISIBLE):
+        committer.setup_job()
 
 
 def commit_job(
@@ -193,7 +200,7 @@ def _execute(
 ):
     started = time.monotonic()
     tracker.update(phase="setup")
-    committer.setup_job()
+    _set_up(committer)
     phases["job_setup"] = time.monotonic() - started
     messages: list[TaskCommit] = []
     holding = ExitStack()  # from the tasks' end to the commit's: see .interrupts

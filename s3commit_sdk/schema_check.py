@@ -43,6 +43,7 @@ from .errors import (
     PendingSetError,
     SchemaMismatchError,
     StoreError,
+    about_job,
 )
 from .formats import parse_success
 from .layout import SUCCESS_MARKER, is_hidden
@@ -98,7 +99,10 @@ def checked_job(job: JobContext) -> JobContext:
     if not keeps_existing_files(job):
         return job
     reader = _DestinationReader(job)
-    with redacted_logs(job.settings.secret_key, job.settings.session_token):  # it reads S3
+    with (
+        redacted_logs(job.settings.secret_key, job.settings.session_token),  # it reads S3
+        about_job(job.location.url(), job.job_id, NOTHING_VISIBLE),  # before the job's setup
+    ):
         existing = destination_schema(job, reader)
     counted = reader.counters  # the job's requests too: its _SUCCESS counts them
     job = replace(job, setup_requests=counted.snapshot(), setup_retries=counted.retries())

@@ -23,11 +23,12 @@ from ..errors import (
     NOTHING_VISIBLE,
     SOME_VISIBLE,
     CommitError,
+    ConcurrentCommitError,
     S3CommitError,
 )
 from ..formats import CommittedFile
 from ..interrupts import held_interrupts, interrupt_requested, interruption_point, unstoppable
-from ..layout import SUCCESS_MARKER, is_hidden, temporary_dir
+from ..layout import SUCCESS_MARKER, is_hidden, marker_key, temporary_dir
 from ..paths import S3Location
 from ..protocol import (
     Committer,
@@ -96,8 +97,24 @@ class RenameCommitter(Committer):
 
     # -- job and task setup ---------------------------------------------------------------------
     def setup_job(self) -> None:
+        self.refuse_an_unfinished_commit()
         self.conflict.check_job(self.visible, self.location.url())
         self.store.mkdirs(self.job_dir)
+
+    def refuse_an_unfinished_commit(self) -> None:
+        """An S3 committer's job commit that runs, or crashed unfinished, holds the destination's
+        marker: ``s3commit recover`` / ``abort`` would complete or delete the files its journal
+        names beside this job's, so this job does not start (the S3 committers refuse alike)."""
+        if not self.store.exists(marker_key(self.location)):
+            return
+        url = self.location.url()
+        raise ConcurrentCommitError(
+            f"another job is committing into {url}, or its commit crashed unfinished (its marker "
+            f"{marker_key(self.location)} exists). Wait for it, or resolve it with `s3commit "
+            f"recover {url}` (finish it) or `s3commit abort {url}` (roll it back). This job "
+            f"({self.job.job_id}) did not start: nothing of it is visible.",
+            **self.error_fields(NOTHING_VISIBLE, "recover"),
+        )
 
     def setup_task(self, task: TaskAttemptContext) -> OutputSink:
         root = self.attempt_dir(task)

@@ -42,6 +42,8 @@ def abort_before_completion(run: CommitRun, cause: BaseException) -> None:
     """Nothing was completed: abort the job while ``cause`` propagates; what happened goes into
     its notes, never raised."""
     url, job_id = run.location.url(), run.job.job_id
+    if isinstance(cause, S3CommitError):  # no completion was sent: nothing of it is visible
+        cause.visible = cause.visible or NOTHING_VISIBLE
     try:
         abort(run)
     except CleanupIncompleteError as left:
@@ -52,6 +54,8 @@ def abort_before_completion(run: CommitRun, cause: BaseException) -> None:
             f"s3commit: aborting job {job_id} failed too ({exc}): its pending uploads and "
             f"hidden files may remain; run `s3commit abort {url}`."
         )
+        if isinstance(cause, S3CommitError):
+            cause.remedy = cause.remedy or f"s3commit abort {url}"
         return None
     if isinstance(cause, KeyboardInterrupt):
         cause.add_note(
