@@ -248,11 +248,13 @@ class _Finalized:
 def test_an_interrupt_landing_in_a_finalizer_is_held_not_lost():
     """How 2 of 6 interrupts of a magic commit were lost: SIGINT arriving while the main thread
     ran a finalizer (the garbage of the tasks' streams and clients is collected during job
-    commit). Held, it is raised when the commit ends, saying the job committed."""
+    commit). Held, it is raised when the commit ends, saying the job committed; the handler
+    before the block (Python's, or a live SparkContext's) is back afterwards."""
+    before = signal.getsignal(signal.SIGINT)
     with (
         pytest.raises(KeyboardInterrupt) as info,
         held_interrupts("s3commit: committed all the same"),
     ):
         _Finalized()  # dropped at once: the signal lands inside __del__
     assert info.value.__notes__ == ["s3commit: committed all the same"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
