@@ -24,6 +24,13 @@ from typing import Any, Literal, get_args
 
 from .credentials import AccessKeys
 from .errors import InvalidArgumentError, InvalidOptionError, UnknownOptionError
+from .request_options import (
+    ENCRYPTION_ALGORITHMS,
+    parse_acl,
+    parse_checksum_algorithm,
+    parse_encryption_algorithm,
+    parse_storage_class,
+)
 from .textformat import format_bytes
 
 # -- the names a write takes ------------------------------------------------------------------
@@ -286,6 +293,12 @@ class CommitOptions(AccessKeys):
     profile: str | None = None
     tasks: int = 0
     task_max_attempts: int = 1
+    encryption_algorithm: str | None = None
+    encryption_key: str | None = field(default=None, repr=False)
+    storage_class: str | None = None
+    acl: str | None = None
+    requester_pays: bool = False
+    checksum_algorithm: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The options as written into ``_SUCCESS``: the registry's secrets left out."""
@@ -314,14 +327,16 @@ class OptionSpec:
     hint: str = ""
     #: a credential: kept out of ``_SUCCESS``
     secret: bool = False
+    #: S3A's own key, where the option is not one of ``fs.s3a.committer.*``
+    s3a_name: str = ""
 
     @property
     def hadoop_name(self) -> str:
-        return HADOOP_PREFIX + self.name
+        return self.s3a_name or HADOOP_PREFIX + self.name
 
     @property
     def spark_conf_key(self) -> str:
-        return SPARK_CONF_PREFIX + self.name
+        return "spark.hadoop." + self.hadoop_name
 
     @property
     def default(self) -> Any:
@@ -593,6 +608,66 @@ REGISTRY: tuple[OptionSpec, ...] = (
         "attempts per task",
         engines=("local",),
         hint="with a Spark DataFrame Spark decides a task's attempts (spark.task.maxFailures)",
+    ),
+    OptionSpec(
+        "encryption.algorithm",
+        "encryption_algorithm",
+        parse_encryption_algorithm,
+        "server-side encryption of every object the job creates (data, pendingsets, journal, "
+        "markers, `_SUCCESS`, Delta log entries): "
+        + ", ".join(f"`{name}`" for name in ENCRYPTION_ALGORITHMS)
+        + " (S3's or S3A's names); `_SUCCESS` records it",
+        s3a_name="fs.s3a.encryption.algorithm",
+        shown_default="the bucket's default",
+    ),
+    OptionSpec(
+        "encryption.key",
+        "encryption_key",
+        parse_text,
+        "the KMS key id or ARN (`aws:kms`, `aws:kms:dsse`; else the account's default key), or "
+        "the SSE-C key as base64 of 32 bytes, sent with every request on the job's objects, "
+        "readers' included, and never logged or written to `_SUCCESS` (its MD5 is)",
+        s3a_name="fs.s3a.encryption.key",
+        shown_default="none",
+        secret=True,
+    ),
+    OptionSpec(
+        "create.storage.class",
+        "storage_class",
+        parse_storage_class,
+        "storage class of every object the job creates, such as `STANDARD_IA` or "
+        "`INTELLIGENT_TIERING`; archive classes (`GLACIER`, `DEEP_ARCHIVE`) are refused: "
+        "nothing in them can be read back until restored",
+        s3a_name="fs.s3a.create.storage.class",
+        shown_default="the bucket's default",
+    ),
+    OptionSpec(
+        "acl.default",
+        "acl",
+        parse_acl,
+        "canned ACL of every object the job creates, such as `bucket-owner-full-control` "
+        "when writing into another account's bucket",
+        s3a_name="fs.s3a.acl.default",
+        shown_default="none",
+    ),
+    OptionSpec(
+        "requester.pays.enabled",
+        "requester_pays",
+        parse_bool,
+        "send `x-amz-request-payer: requester` with every request, for buckets whose owner "
+        "bills the requester",
+        s3a_name="fs.s3a.requester.pays.enabled",
+    ),
+    OptionSpec(
+        "checksum.algorithm",
+        "checksum_algorithm",
+        parse_checksum_algorithm,
+        "end-to-end integrity: every part carries its `CRC32`, `CRC32C`, `SHA256` or "
+        "`CRC64NVME` checksum (the last needs `botocore[crt]`), the server checks it, the "
+        "completion and verification compare the whole object's; a store that does not keep "
+        "the checksum is refused at job setup",
+        s3a_name="fs.s3a.create.checksum.algorithm",
+        shown_default="none",
     ),
 )
 OPTION_NAMES = tuple(sorted(spec.name for spec in REGISTRY))

@@ -41,7 +41,15 @@ OPTIONS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "opt
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 URL = "s3://bucket/table"
 #: a valid value of the options whose default is none ("not set") or not one a user may give
-SAMPLES = {"staging.conflict-mode": "append", "endpoint": "http://127.0.0.1:9000", "tasks": 2}
+SAMPLES = {
+    "staging.conflict-mode": "append",
+    "endpoint": "http://127.0.0.1:9000",
+    "tasks": 2,
+    "encryption.algorithm": "SSE-KMS",
+    "create.storage.class": "standard_ia",
+    "acl.default": "BucketOwnerFullControl",
+    "checksum.algorithm": "crc32c",
+}
 
 
 def job(committer: str = "partitioned", options=None, conf=None, **kwargs):
@@ -111,12 +119,21 @@ def test_spark_conf_defaults_are_read_for_every_option_and_nothing_else():
 
 
 def test_public_options_leave_out_every_secret():
-    options = resolve_options({"access.key": "AKIDSECRET1", "secret.key": "s3cr3t-value"})
+    sse_c_key = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA="
+    options = resolve_options(
+        {
+            "access.key": "AKIDSECRET1",
+            "secret.key": "s3cr3t-value",
+            "encryption.algorithm": "SSE-C",
+            "encryption.key": sse_c_key,
+        }
+    )
     public = options.public()
     secrets = {spec.attribute for spec in REGISTRY if spec.secret}
-    assert secrets == {"access_key", "secret_key", "session_token"}
+    assert secrets == {"access_key", "secret_key", "session_token", "encryption_key"}
     assert set(public) == {spec.attribute for spec in REGISTRY} - secrets
-    assert "AKIDSECRET1" not in repr(public) and "s3cr3t-value" not in repr(options)
+    for secret in ("AKIDSECRET1", "s3cr3t-value", sse_c_key):
+        assert secret not in repr(public) and secret not in repr(options)
 
 
 @pytest.mark.parametrize(

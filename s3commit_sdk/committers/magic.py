@@ -28,6 +28,7 @@ from ..formats import PendingSet, PendingUpload
 from ..layout import magic_to_final
 from ..options import check_part_number
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
+from ..request_options import CONTENT_TYPES
 from ..store import S3Store
 from .conflict import DirectoryConflict, PartitionConflict
 from .s3_job import S3Committer
@@ -83,11 +84,18 @@ class DelayedCompletionStream(io.RawIOBase):
     which frees its slot, and a new part is refused at once.
     """
 
-    def __init__(self, store: S3Store, bucket: str, key: str, parts: PartQueue) -> None:
+    def __init__(
+        self,
+        store: S3Store,
+        bucket: str,
+        key: str,
+        parts: PartQueue,
+        content_type: str | None = None,
+    ) -> None:
         super().__init__()
         self.store, self.bucket, self.key = store, bucket, key
         self.part_size, self._queue = parts.part_size, parts
-        self.upload_id = store.initiate(bucket, key)
+        self.upload_id = store.initiate(bucket, key, content_type)
         self.length = 0
         self.etags: list[str] = []
         self._buffer: bytearray | None = None
@@ -199,13 +207,22 @@ class DelayedCompletionStream(io.RawIOBase):
 class StreamingSink(OutputSink):
     """One delayed-completion stream per file; the task's parts share one bounded queue."""
 
-    def __init__(self, store: S3Store, bucket: str, part_size: int, upload_threads: int) -> None:
-        self.store, self.bucket = store, bucket
+    def __init__(
+        self,
+        store: S3Store,
+        bucket: str,
+        part_size: int,
+        upload_threads: int,
+        content_type: str | None = None,
+    ) -> None:
+        self.store, self.bucket, self.content_type = store, bucket, content_type
         self.parts = PartQueue(part_size, upload_threads)
         self.streams: dict[str, DelayedCompletionStream] = {}
 
     def open_stream(self, relpath: str, key: str) -> pa.NativeFile:
-        stream = DelayedCompletionStream(self.store, self.bucket, key, self.parts)
+        stream = DelayedCompletionStream(
+            self.store, self.bucket, key, self.parts, self.content_type
+        )
         self.streams[relpath] = stream
         return pa.PythonFile(stream, mode="w")
 
@@ -223,6 +240,7 @@ class MagicSink(StreamingSink):
             committer.location.bucket,
             options.multipart_size,
             options.upload_threads,
+            CONTENT_TYPES[committer.job.format],
         )
         self.committer, self.task = committer, task
         self.commits: dict[str, PendingUpload] = {}

@@ -23,6 +23,7 @@ from ..errors import InvalidOptionError
 from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
+from ..request_options import CONTENT_TYPES
 from .conflict import PartitionConflict
 from .s3_job import S3Committer
 
@@ -163,7 +164,7 @@ class DirectoryStagingCommitter(S3Committer):
     def _initiate(self, task: TaskAttemptContext, written: WrittenFile) -> PendingUpload:
         """Start one upload; it is never completed here."""
         key = self.location.key(written.relpath)
-        upload_id = self.store.initiate(self.location.bucket, key)
+        upload_id = self.store.initiate(self.location.bucket, key, CONTENT_TYPES[self.job.format])
         with self._lock:
             self._initiated.append((key, upload_id))
         return PendingUpload(

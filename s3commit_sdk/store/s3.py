@@ -28,6 +28,7 @@ import botocore.session
 from ..credentials import AccessKeys, CredentialsProvider, provider_session, with_provider
 from ..errors import StoreError
 from ..redaction import hold_secrets
+from ..request_options import RequestOptions
 
 BATCH_DELETE_LIMIT = 1000
 #: up to this many keys a delete is confirmed by one HEAD per key, beyond by listing their range
@@ -93,6 +94,8 @@ class S3Settings(AccessKeys):
     #: boto3 >= 1.36 sends and checks CRC checksums by default, which several S3-compatible
     #: stores refuse; "when_required" restores the older behaviour. None: boto3's default.
     checksums: str | None = None
+    #: what every request of the job carries (encryption, storage class, ACL, ...)
+    requests: RequestOptions = field(default_factory=RequestOptions)
     #: called where the store is built, driver and executors alike (see credentials.py)
     credentials_provider: Any = field(default=None, repr=False, compare=False)
 
@@ -131,6 +134,7 @@ class S3Settings(AccessKeys):
             ),
             path_style=options.path_style_access,
             checksums=options.checksums,
+            requests=RequestOptions.of(options),
         )
         return with_provider(settings, options, provider)
 
@@ -243,7 +247,7 @@ class S3Store:
         else:
             session = _session(settings.profile if not settings.access_key else None)
         # this store's secrets stay out of every log record while it lives (redaction.py)
-        hold_secrets(self, *_secrets_of(settings, session))
+        hold_secrets(self, *_secrets_of(settings, session), *settings.requests.secrets())
         checksums = settings.checksums
         if checksums in (None, "auto"):
             # a custom endpoint is an S3-compatible store: send checksums only where required
@@ -266,6 +270,22 @@ class S3Store:
             config=config,
         )
         self.client.meta.events.register("before-send.s3.*", self._count)
+        self._added: dict[str, dict[str, Any]] = {}
+
+    def _request_options(self, operation: str) -> dict[str, Any]:
+        """What the job's :class:`RequestOptions` add to ``operation``, cut to the arguments
+        the operation takes."""
+        added = self._added.get(operation)
+        if added is None:
+            api_name = self.client.meta.method_to_api_mapping.get(operation)
+            takes = (
+                self.client.meta.service_model.operation_model(api_name).input_shape.members
+                if api_name
+                else {}
+            )
+            wanted = self.settings.requests.arguments(operation)
+            added = self._added[operation] = {k: v for k, v in wanted.items() if k in takes}
+        return added
 
     def _count(self, event_name: str, **_: object) -> None:
         self.counters.add(event_name.rsplit(".", 1)[-1])
@@ -275,9 +295,11 @@ class S3Store:
         """One request, retried by the policy; codes in ``tolerate`` answer None.
 
         Anything else that fails for good raises StoreError. A stream body is rewound before
-        each retry.
+        each retry. The job's :class:`RequestOptions` are added here, the one place every
+        request passes through.
         """
         policy = self.settings.retry
+        kwargs = {**self._request_options(getattr(fn, "__name__", "")), **kwargs}
         body = kwargs.get("Body")
         start = body.tell() if hasattr(body, "seek") else None
         started = time.monotonic()
@@ -497,12 +519,14 @@ class S3Store:
         return found
 
     # -- multipart uploads --------------------------------------------------------------------
-    def initiate(self, bucket: str, key: str) -> str:
+    def initiate(self, bucket: str, key: str, content_type: str | None = None) -> str:
+        extra = {"ContentType": content_type} if content_type else {}
         reply = self._call(
             f"initiating the upload of {key!r}",
             bucket,
             self.client.create_multipart_upload,
             Key=key,
+            **extra,
         )
         return reply["UploadId"]
 
