@@ -23,6 +23,7 @@ from .errors import (
     UnknownOptionError,
     UnsupportedSessionError,
     VersionedBucketError,
+    WorkerPythonError,
 )
 from .formats import SuccessDocument
 from .options import CommitterName, ConflictMode, OutputFormat
@@ -52,6 +53,7 @@ __all__ = [
     "UnknownOptionError",
     "UnsupportedSessionError",
     "VersionedBucketError",
+    "WorkerPythonError",
     "WriteResult",
     "read_result",
     "register",

@@ -159,6 +159,11 @@ class TaskFailedError(S3CommitError):
     """A task failed on every attempt; the job was aborted and nothing became visible."""
 
 
+class WorkerPythonError(TaskFailedError):
+    """Spark's Python workers run an interpreter that cannot import Spark or the SDK: the
+    message names it and what chose it (``PYSPARK_PYTHON``, or ``python3`` from the PATH)."""
+
+
 class PendingSetError(S3CommitError):
     """A pendingset or other commit metadata failed validation on load."""
 

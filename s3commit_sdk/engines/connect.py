@@ -19,6 +19,7 @@ from ..progress import ProgressTracker
 from ..protocol import JobContext, TaskCommit
 from ..runner import execute_task
 from .spark import RESULT_SCHEMA, execute_spark_task, spark_schema_to_arrow
+from .worker_python import explained_worker_failures
 
 #: Session methods without which a Connect write cannot keep its guarantees.
 _REQUIRED = ("addTag", "removeTag", "interruptTag")
@@ -69,9 +70,10 @@ def run_connect_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[Tas
     messages: list[TaskCommit] = []
     try:
         # results stream in partition order: files and bytes grow as tasks finish
-        for row in df.mapInArrow(task, RESULT_SCHEMA).toLocalIterator():
-            messages.append(TaskCommit.decode(row.message))
-            stages.result(messages[-1])
+        with explained_worker_failures(session):
+            for row in df.mapInArrow(task, RESULT_SCHEMA).toLocalIterator():
+                messages.append(TaskCommit.decode(row.message))
+                stages.result(messages[-1])
     except BaseException:
         _settle(session, tag)
         raise

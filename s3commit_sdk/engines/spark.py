@@ -22,6 +22,7 @@ from ..runner import execute_task
 from ..sparktypes import canonical_schema
 from .py4j_quiet import py4j_kept_quiet
 from .task_reports import ReportInbox, ReportSender, TaskReportAddress
+from .worker_python import explained_worker_failures
 
 RESULT_SCHEMA = "message string"
 _WRITABLE_SPARK_TYPE_NAMES = (
@@ -162,7 +163,7 @@ def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskC
     with py4j_kept_quiet():
         poller.start()
         try:
-            with _watching_sigint() as interrupted:
+            with _watching_sigint() as interrupted, explained_worker_failures(df.sparkSession):
                 messages = [row.message for row in df.mapInArrow(task, RESULT_SCHEMA).collect()]
                 if not messages:  # no partition at all: the one task Spark runs for an empty job
                     empty = context.parallelize([0], 1).map(lambda _: run_task(iter(())))

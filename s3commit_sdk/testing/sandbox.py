@@ -25,6 +25,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -333,6 +334,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _workers_run_this_python() -> None:
+    """The session's Python workers (a local Connect server's included, which inherits this
+    environment) run this interpreter, which has the SDK; a ``PYSPARK_PYTHON`` set to another
+    one is kept only if it has the SDK too, else refused before the JVM starts."""
+    from ..engines.worker_python import require_sdk_in
+
+    given = os.environ.get("PYSPARK_PYTHON")
+    # not realpath: a virtual environment's python is a link to one that lacks its packages
+    if given and os.path.abspath(shutil.which(given) or given) != sys.executable:
+        require_sdk_in(given, "PYSPARK_PYTHON")
+    else:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
 def local_spark(
     master: str = "local[2]",
     app_name: str = "s3commit-sandbox",
@@ -340,7 +356,8 @@ def local_spark(
     connect: bool = False,
     **conf: str,
 ):
-    """A local SparkSession bound to loopback, using this Python for its workers.
+    """A local SparkSession bound to loopback, using this Python for its workers (a
+    ``PYSPARK_PYTHON`` naming an interpreter without the SDK raises ``WorkerPythonError``).
 
     ``quiet``: the JVM's own output (start-up warnings, logs at ERROR and above, the Python
     workers' tracebacks, which the SDK's errors sum up) goes to ``spark-<pid>.log`` in this
@@ -350,8 +367,7 @@ def local_spark(
     whose JVM is kept as quiet.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    _workers_run_this_python()
     from pyspark.sql import SparkSession
 
     builder = (
