@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -142,22 +143,54 @@ def marked_blocks() -> list[tuple[str, str, str]]:
 
 def test_some_blocks_of_the_docs_are_marked_to_run():
     marked = {path for path, _, _ in marked_blocks()}
-    assert {"README.md", "docs/guides/pending-uploads.md", "docs/guides/recovery.md"} <= marked
+    assert {
+        "README.md",
+        "docs/guides/pending-uploads.md",
+        "docs/guides/recovery.md",
+        "docs/guides/databricks.md",
+        "docs/guides/emr.md",
+    } <= marked
     for path in marked:  # a marker whose block did not parse would be skipped silently
         assert (ROOT / path).read_text().count(RUNS) == sum(
             p == path for p, _, _ in marked_blocks()
         )
 
 
+class _SecretScopes:
+    """Databricks' ``dbutils.secrets`` for the guide's blocks: one scope holding the local
+    endpoint's keys."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._keys = {
+            ("s3", "access_key"): env["AWS_ACCESS_KEY_ID"],
+            ("s3", "secret_key"): env["AWS_SECRET_ACCESS_KEY"],
+        }
+
+    def get(self, scope: str, key: str) -> str:
+        return self._keys[(scope, key)]
+
+
+def _platform_names(env: dict[str, str]) -> dict:
+    """What a cluster guide's blocks take from their platform: a DataFrame ``df`` (pandas here:
+    ``write_committed`` takes it as it takes Spark's) and Databricks' ``dbutils``."""
+    import pandas as pd
+
+    df = pd.DataFrame({"id": range(6), "day": ["2026-11-21", "2026-11-22"] * 3})
+    return {"df": df, "dbutils": SimpleNamespace(secrets=_SecretScopes(env))}
+
+
 @pytest.mark.parametrize("path", sorted({path for path, _, _ in marked_blocks()}))
 def test_the_marked_code_blocks_run(path, tmp_path, monkeypatch):
     """A page's marked blocks run in order, Python in one namespace, shell commands with the
-    venv's ``s3commit`` on PATH, against a local S3 endpoint holding the bucket ``bucket``."""
+    venv's ``s3commit`` on PATH, against a local S3 endpoint holding the bucket ``bucket``.
+    The cluster guides' blocks get the names their platform gives (:func:`_platform_names`)."""
     monkeypatch.chdir(tmp_path)
     with S3Sandbox(bucket="bucket") as sandbox:
         env = {**os.environ, **sandbox.env}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
         namespace: dict = {"__name__": "__docs__"}
+        if path.startswith("docs/guides/"):
+            namespace.update(_platform_names(env))
         for _, language, code in (block for block in marked_blocks() if block[0] == path):
             if language == "python":
                 exec(compile(code, f"{path} (a marked block)", "exec"), namespace)
