@@ -4,6 +4,7 @@ from typing import Any
 
 from .api import CommittedFile, WriteResult, read_result, write_committed
 from .errors import (
+    AccessDeniedError,
     CleanupIncompleteError,
     CommitError,
     ConcurrentCommitError,
@@ -29,6 +30,7 @@ from .formats import SuccessDocument
 from .options import CommitterName, ConflictMode, OutputFormat
 
 __all__ = [
+    "AccessDeniedError",
     "CleanupIncompleteError",
     "CommitError",
     "CommittedFile",

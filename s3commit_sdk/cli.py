@@ -21,7 +21,7 @@ from typing import Any, TextIO, TypeVar
 
 import botocore.exceptions
 
-from . import recovery
+from . import iam, recovery
 from . import uploads as up
 from .errors import InvalidArgumentError, S3CommitError
 from .options import parse_int, resolve_options
@@ -55,6 +55,20 @@ def _whole_number(name: str, minimum: int) -> Callable[[str], int]:
     return _argument(lambda text: parse_int(name, text, minimum))
 
 
+def _option(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (``NAME=@FILE``: the file's text, without its final line break)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as file:
+                value = file.read().rstrip("\r\n")
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"option {name!r}: {exc}") from exc
+    return name.strip(), value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; ``--endpoint`` is accepted before or after the command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -63,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         metavar="URL",
         help="S3 endpoint URL (default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, else AWS)",
+    )
+    common.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        type=_option,
+        default=argparse.SUPPRESS,
+        metavar="NAME=VALUE",
+        help="an option as write_committed takes it (repeatable), such as the job's "
+        "encryption.algorithm and encryption.key; VALUE @FILE reads it from FILE, so a key "
+        "stays out of the process list",
     )
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument(
@@ -170,6 +195,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="without a usable journal: keep those objects, clean up the rest",
     )
     rollback.set_defaults(handler=_abort)
+
+    iam_policy = commands.add_parser(
+        "iam-policy",
+        parents=[common],
+        help="print the least-privilege IAM policy for PATH (sends no request)",
+    )
+    iam_policy.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a directory)")
+    iam_policy.add_argument(
+        "--for",
+        dest="uses",
+        nargs="+",
+        action="extend",
+        choices=list(iam.USES),
+        metavar="USE",
+        help=f"only what these uses need ({', '.join(iam.USES)}; default: all of them)",
+    )
+    iam_policy.add_argument(
+        "--kms-key", metavar="ARN", help="the SSE-KMS key's ARN: adds the KMS actions on it"
+    )
+    iam_policy.set_defaults(handler=_iam_policy)
     return parser
 
 
@@ -183,12 +228,15 @@ def main(argv: list[str] | None = None, *, now: datetime | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse already reported
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    options = {"endpoint": args.endpoint} if getattr(args, "endpoint", None) else {}
+    options = dict(getattr(args, "option", ()))
+    if getattr(args, "endpoint", None):
+        options["endpoint"] = args.endpoint
     redacting = RedactingFilter(())  # headers only, until the secrets are known
     out, err = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
     try:
         settings = S3Settings.resolve(resolve_options(options))
-        with redacted_logs(settings.secret_key, settings.session_token) as redacting:
+        secrets = (settings.secret_key, settings.session_token, *settings.requests.secrets())
+        with redacted_logs(*secrets) as redacting:
             return args.handler(args, options, now, out)
     except InvalidArgumentError as exc:
         print(redacting.redact(f"s3commit: error: {exc}"), file=err)
@@ -394,6 +442,11 @@ def _abort(args, options, now, out: TextIO) -> int:
             print("not confirmed; nothing changed", file=out)
             return EXIT_FAILED
     print(_lines(plan.carry_out(args.visible).lines()), file=out)
+    return EXIT_OK
+
+
+def _iam_policy(args, options, now, out: TextIO) -> int:
+    print(iam.policy_json(args.path, args.uses, args.kms_key), file=out)
     return EXIT_OK
 
 

@@ -242,23 +242,46 @@ class CredentialsError(StoreError):
         self.provider = provider
 
 
-class MissingPermissionError(StoreError):
-    """The credentials lack an S3 permission every job needs, found at job setup before
-    anything of the job was written. ``permission``: the IAM action (``s3:DeleteObject``);
-    ``key``: the object the refused request left behind (checked), None when none is."""
+class ExpiredCredentialsError(CredentialsError):
+    """S3 refused the job's credentials as expired (``ExpiredToken``): fixed temporary keys
+    (``access.key`` / ``secret.key`` / ``session.token``, or ``AWS_SESSION_TOKEN``) cannot be
+    refreshed, unlike a credentials provider's. ``stage``: where the job was (``tasks``,
+    ``job commit``); ``visible`` and ``remedy``: what is left, and the command that resolves
+    it with fresh credentials (``s3commit recover`` once job commit has begun completing)."""
+
+    def __init__(self, message: str = "", *, stage: str | None = None, **fields: str | None):
+        super().__init__(message, **fields)
+        self.code = "ExpiredToken"
+        self.stage = stage
+
+
+class AccessDeniedError(StoreError):
+    """The store refused a request (``AccessDenied``, or a 403 without a reason): the
+    credentials lack the IAM action that authorizes it, or a bucket policy refuses it.
+    ``permission``: that action (``s3:AbortMultipartUpload``; two joined by ``and`` for a
+    copy); ``bucket``; ``key``: the object the request was for, None for a bucket request.
+    ``s3commit iam-policy`` prints the policy granting every action the SDK needs."""
 
     def __init__(
         self,
         message: str = "",
         *,
         permission: str = "",
+        bucket: str | None = None,
         key: str | None = None,
         code: str | None = None,
         **fields: str | None,
     ) -> None:
         super().__init__(message, code=code, **fields)
         self.permission = permission
+        self.bucket = bucket
         self.key = key
+
+
+class MissingPermissionError(AccessDeniedError):
+    """The credentials lack an S3 permission every job needs, found at job setup before
+    anything of the job was written. ``permission``: the IAM action (``s3:DeleteObject``);
+    ``key``: the object the refused request left behind (checked), None when none is."""
 
 
 class VersionedBucketError(StoreError):

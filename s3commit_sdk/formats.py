@@ -14,11 +14,12 @@ import copy
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
+from . import checksums
 from .errors import InvalidPathError, PendingSetError
 from .paths import FsLocation, S3Location, parse_destination
 
@@ -51,6 +52,17 @@ class PendingUpload:
     version: int = PENDING_VERSION
     #: Hadoop's ``extraData``: what a table format needs of the file (Delta: its statistics)
     extraData: dict[str, str] = field(default_factory=dict)
+    #: the upload's ``checksum.algorithm`` and each part's checksum (base64), kept with its
+    #: ETag as Hadoop's newer pending files do ("S3A Committers: Architecture and
+    #: Implementation"): the completion must repeat them; None and [] without checksums
+    checksumAlgorithm: str | None = None
+    checksums: list[str] = field(default_factory=list)
+
+    def record_parts(self, parts: Sequence[Any], algorithm: str | None) -> None:
+        """Keep the uploaded parts (``PartInfo``: ``etag``, ``checksum``), in part order."""
+        self.etags = [part.etag for part in parts]
+        self.checksumAlgorithm = algorithm
+        self.checksums = [part.checksum for part in parts] if algorithm else []
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -74,10 +86,29 @@ class PendingUpload:
             and all(isinstance(e, str) and e for e in self.etags),
             f"upload of {key!r} has an empty or missing part ETag",
         )
+        self._validate_checksums()
         _require(
             isinstance(self.extraData, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.extraData.items()),
             f"upload of {key!r} has malformed extraData",
+        )
+
+    def _validate_checksums(self) -> None:
+        """No algorithm and no checksums, or one well-formed checksum of a known algorithm
+        per part ETag."""
+        key, algorithm = self.destinationKey, self.checksumAlgorithm
+        if algorithm is None:
+            _require(self.checksums == [], f"upload of {key!r} has checksums but no algorithm")
+            return
+        _require(
+            isinstance(algorithm, str) and algorithm in checksums.DIGEST_SIZES,
+            f"upload of {key!r} has an unknown checksum algorithm {algorithm!r:.40}",
+        )
+        _require(
+            isinstance(self.checksums, list)
+            and len(self.checksums) == len(self.etags)
+            and all(checksums.well_formed(algorithm, c) for c in self.checksums),
+            f"upload of {key!r} needs one {algorithm} checksum per part ETag",
         )
 
 
@@ -169,8 +200,8 @@ def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CommittedFile:
-    """One file a job committed: its full URL, store key, size, rows, partition values, ETag
-    and the id of the task that wrote it."""
+    """One file a job committed: its full URL, store key, size, rows, partition values, ETag,
+    the id of the task that wrote it and, with ``checksum.algorithm``, its stored checksum."""
 
     path: str
     key: str
@@ -179,11 +210,15 @@ class CommittedFile:
     partition: dict[str, str | None]
     etag: str
     task: str = ""
+    #: the object's checksum as the store keeps it (``<base64>-<parts>``: composite) and its
+    #: algorithm; None without checksums (``checksumAlgorithm`` / ``checksum`` in ``_SUCCESS``)
+    checksum_algorithm: str | None = None
+    checksum: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``_SUCCESS`` ``files`` entry: every field but ``path`` (the destination and the
-        key give it back)."""
-        return {
+        key give it back); the checksum only where there is one."""
+        entry = {
             "key": self.key,
             "size": self.size,
             "rows": self.rows,
@@ -191,10 +226,15 @@ class CommittedFile:
             "etag": self.etag,
             "task": self.task,
         }
+        if self.checksum_algorithm:
+            entry |= {"checksumAlgorithm": self.checksum_algorithm, "checksum": self.checksum}
+        return entry
 
     def __getitem__(self, name: str) -> Any:
         """The fields by name, as the ``files`` entries of ``_SUCCESS`` (and of the job outcome
         before it was typed) are read: ``f["rows"]``."""
+        if name in _FILE_CHECKSUM_KEYS:
+            return getattr(self, _FILE_CHECKSUM_KEYS[name])
         if name not in _FILE_KEYS and name != "path":
             raise KeyError(name)
         return getattr(self, name)
@@ -203,8 +243,10 @@ class CommittedFile:
     def from_dict(cls, raw: Mapping[str, Any], location: S3Location | FsLocation) -> CommittedFile:
         """A ``files`` entry of ``_SUCCESS`` at ``location``; a malformed one is a typed error."""
         _require(
-            isinstance(raw, Mapping) and set(raw) == _FILE_KEYS,
-            f"a _SUCCESS files entry needs exactly {sorted(_FILE_KEYS)}: {raw!r:.200}",
+            isinstance(raw, Mapping)
+            and set(raw) in (_FILE_KEYS, _FILE_KEYS | set(_FILE_CHECKSUM_KEYS)),
+            f"a _SUCCESS files entry needs exactly {sorted(_FILE_KEYS)}, and optionally "
+            f"{sorted(_FILE_CHECKSUM_KEYS)}: {raw!r:.200}",
         )
         key = raw["key"]
         _require(isinstance(key, str) and bool(key), f"a _SUCCESS file has a bad key {key!r}")
@@ -214,8 +256,14 @@ class CommittedFile:
             ("partition", _is_partition),
             ("etag", _is_str),
             ("task", _is_str),
+            (
+                "checksumAlgorithm",
+                lambda v: v is None or (_is_str(v) and v in checksums.DIGEST_SIZES),
+            ),
+            ("checksum", lambda v: v is None or _is_str(v)),
         ):
-            _require(check(raw[name]), f"_SUCCESS file {key!r} has a bad {name} {raw[name]!r}")
+            value = raw.get(name)
+            _require(check(value), f"_SUCCESS file {key!r} has a bad {name} {value!r:.80}")
         return cls(
             path=location.url(key),
             key=key,
@@ -224,10 +272,14 @@ class CommittedFile:
             partition=dict(raw["partition"]),
             etag=raw["etag"],
             task=raw["task"],
+            checksum_algorithm=raw.get("checksumAlgorithm"),
+            checksum=raw.get("checksum"),
         )
 
 
 _FILE_KEYS = {"key", "size", "rows", "partition", "etag", "task"}
+#: the optional keys of a ``files`` entry, by the field that holds each
+_FILE_CHECKSUM_KEYS = {"checksumAlgorithm": "checksum_algorithm", "checksum": "checksum"}
 
 
 def _is_str(value: Any) -> bool:
@@ -295,6 +347,9 @@ _SUCCESS_ATTRS = {key: attr for key, attr, _ in _SUCCESS_FIELDS}
 #: written when known, absent from documents of older versions and of recovered commits:
 #: the data files' columns, as Spark's JSON schema (``StructType.jsonValue``)
 _SUCCESS_SCHEMA = "schema"
+#: written by every job of this version, absent from older documents: the job's request options
+#: as ``RequestOptions.recorded()`` shows them (an SSE-C key by its MD5 only)
+_SUCCESS_REQUEST_OPTIONS = "requestOptions"
 
 
 @dataclass
@@ -339,9 +394,13 @@ class SuccessDocument(Mapping[str, Any]):
     #: the data files' columns (partition columns excluded) as Spark's JSON schema; None in
     #: documents that do not record it (older versions, recovered commits)
     schema: dict[str, Any] | None = None
+    #: encryption, storage class, ACL, requester pays, checksum algorithm of the job's
+    #: requests (``encryption.algorithm``: ``aws:kms``, ...); None in older documents
+    request_options: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
-        shadowed = sorted(set(self.table) & ({"name", _SUCCESS_SCHEMA} | set(_SUCCESS_ATTRS)))
+        ours = {"name", _SUCCESS_SCHEMA, _SUCCESS_REQUEST_OPTIONS, *_SUCCESS_ATTRS}
+        shadowed = sorted(set(self.table) & ours)
         if shadowed:
             raise ValueError(f"table fields {shadowed} would replace _SUCCESS fields")
 
@@ -378,9 +437,19 @@ class SuccessDocument(Mapping[str, Any]):
             schema is None or (isinstance(schema, dict) and schema.get("type") == "struct"),
             f"_SUCCESS has a malformed {_SUCCESS_SCHEMA}: {schema!r:.200}",
         )
-        ours = {"name", _SUCCESS_SCHEMA, *_SUCCESS_ATTRS}
+        requests = raw.get(_SUCCESS_REQUEST_OPTIONS)
+        _require(
+            requests is None or _map_of(_is_str)(requests),
+            f"_SUCCESS has malformed {_SUCCESS_REQUEST_OPTIONS}: {requests!r:.200}",
+        )
+        ours = {"name", _SUCCESS_SCHEMA, _SUCCESS_REQUEST_OPTIONS, *_SUCCESS_ATTRS}
         table = {k: copy.deepcopy(v) for k, v in raw.items() if k not in ours}
-        return cls(**values, table=table, schema=copy.deepcopy(schema))
+        return cls(
+            **values,
+            table=table,
+            schema=copy.deepcopy(schema),
+            request_options=None if requests is None else dict(requests),
+        )
 
     # -- the JSON view ---------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -389,6 +458,8 @@ class SuccessDocument(Mapping[str, Any]):
             return SUCCESS_NAME
         if key == _SUCCESS_SCHEMA and self.schema is not None:
             return copy.deepcopy(self.schema)
+        if key == _SUCCESS_REQUEST_OPTIONS and self.request_options is not None:
+            return dict(self.request_options)
         attr = _SUCCESS_ATTRS.get(key)
         if attr is None:
             return copy.deepcopy(self.table[key])
@@ -401,10 +472,13 @@ class SuccessDocument(Mapping[str, Any]):
         yield from _SUCCESS_ATTRS
         if self.schema is not None:
             yield _SUCCESS_SCHEMA
+        if self.request_options is not None:
+            yield _SUCCESS_REQUEST_OPTIONS
         yield from self.table
 
     def __len__(self) -> int:
-        return 1 + len(_SUCCESS_ATTRS) + (self.schema is not None) + len(self.table)
+        optional = (self.schema is not None) + (self.request_options is not None)
+        return 1 + len(_SUCCESS_ATTRS) + optional + len(self.table)
 
 
 def parse_success(body: bytes) -> SuccessDocument | None:

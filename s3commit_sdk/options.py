@@ -662,10 +662,12 @@ REGISTRY: tuple[OptionSpec, ...] = (
         "checksum.algorithm",
         "checksum_algorithm",
         parse_checksum_algorithm,
-        "end-to-end integrity: every part carries its `CRC32`, `CRC32C`, `SHA256` or "
-        "`CRC64NVME` checksum (the last needs `botocore[crt]`), the server checks it, the "
-        "completion and verification compare the whole object's; a store that does not keep "
-        "the checksum is refused at job setup",
+        "end-to-end integrity: every part carries the `CRC32`, `CRC32C` or `SHA256` checksum of "
+        "its bytes (`CRC32C` needs the `crc32c` package or `botocore[crt]`, `CRC64NVME` needs "
+        "`botocore[crt]`), which the server checks; the completion repeats the part "
+        "checksums, verification compares the file's stored checksum (a HEAD) with the one "
+        "they make, and `_SUCCESS` records it per file. A store that does not keep the "
+        "checksum (Ceph RGW 16) or refuses it is refused at job setup, before any upload",
         s3a_name="fs.s3a.create.checksum.algorithm",
         shown_default="none",
     ),

@@ -4,7 +4,8 @@ At DEBUG level botocore logs every signed request: the ``Authorization`` header,
 token in ``X-Amz-Security-Token`` and the canonical request that repeats it; urllib3 logs the
 URL of a presigned request with the token in its query. Such records are rewritten as they are
 made (logging's record factory, so before any filter or handler sees them, ours or one added
-later): header values and the secrets held now (secret keys, session tokens) become ``***``.
+later): header values, the secrets of answers that hand out credentials (STS's) and the secrets
+held now (secret keys, session tokens) become ``***``.
 
 Secrets are held for as long as something that can log them exists:
 
@@ -37,6 +38,12 @@ _HEADER_VALUE = re.compile(
     r"(?P<name>x-amz-security-token|authorization)(?P<sep>['\"]?\s*[:=]\s*b?['\"]?)[^'\"\r\n&]+",
     re.IGNORECASE,
 )
+# The secrets of an answer that hands out credentials (STS's XML, SSO's and a credential
+# process's JSON), logged by the client a credentials provider calls before they are held.
+_CREDENTIAL_FIELD = re.compile(
+    r"(?P<name>(?P<tag><)?(?:SecretAccessKey|SessionToken)(?(tag)>|\"\s*:\s*\"))[^<\"]+",
+    re.IGNORECASE,
+)
 
 
 def secret_values(secrets: Iterable[str | None]) -> list[str]:
@@ -56,6 +63,7 @@ class RedactingFilter(logging.Filter):
 
     def redact(self, text: str) -> str:
         text = _HEADER_VALUE.sub(lambda m: m["name"] + m["sep"] + REDACTED, text)
+        text = _CREDENTIAL_FIELD.sub(lambda m: m["name"] + REDACTED, text)
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
         return text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,18 +246,21 @@ def parse_acl(name: str, value: Any) -> str:
 
 def parse_checksum_algorithm(name: str, value: Any) -> str:
     algorithm = _spelled(name, value, CHECKSUM_ALGORITHMS)
-    if algorithm == "CRC64NVME" and not crc64nvme_available():
+    if algorithm == "CRC64NVME" and not _importable("awscrt"):
         raise InvalidOptionError(
             f"option {name!r} is CRC64NVME, which botocore computes only with the AWS CRT "
             "installed: pip install 'botocore[crt]', or choose CRC32, CRC32C or SHA256",
             option=name,
         )
+    if algorithm == "CRC32C" and not (_importable("crc32c") or _importable("awscrt")):
+        raise InvalidOptionError(
+            f"option {name!r} is CRC32C, which needs the crc32c package (pip install "
+            "'s3commit-sdk[checksums]') or the AWS CRT (pip install 'botocore[crt]'); or "
+            "choose CRC32 or SHA256",
+            option=name,
+        )
     return algorithm
 
 
-def crc64nvme_available() -> bool:
-    try:
-        import awscrt  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None

@@ -23,6 +23,7 @@ from .aftermath import failure_of
 from .attempt_handle import AttemptHandle
 from .committers import make_committer
 from .committers.s3_job import S3Committer
+from .credentials import expired_credentials, expiry_told
 from .errors import (
     NOTHING_VISIBLE,
     CleanupIncompleteError,
@@ -141,7 +142,7 @@ def commit_job(
     """Job commit with the winning attempts' messages; on failure the committer has aborted,
     rolled back or kept its journal, as its stages say, and the error is typed."""
     committer = committer or make_committer(job)
-    with driving(job):
+    with driving(job), expiry_told(job, "job commit"):
         return committer.commit_job(messages, phases)
 
 
@@ -235,10 +236,14 @@ def _execute(
             typed.visible = typed.visible or NOTHING_VISIBLE
         if left is not None:
             left.tell(typed if typed is not None else exc)
+        expired = None if typed is None else expired_credentials(typed, job, "tasks")
+        if expired is not None:
+            raise expired from typed
         if typed is None or typed is exc:
             raise
         raise typed from exc
-    with holding:  # a Ctrl-C held now is raised by the commit's first stage: it aborts the job
+    # a Ctrl-C held now is raised by the commit's first stage: it aborts the job
+    with holding, expiry_told(job, "job commit"):
         tracker.update(phase="job commit")
         return committer.commit_job(messages, phases)
 

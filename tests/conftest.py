@@ -166,6 +166,38 @@ def rows_of(table, columns: list[str] | None = None) -> list[tuple]:
     return sorted(tuple("<null>" if r[c] is None else str(r[c]) for c in columns) for r in data)
 
 
+def sdk_table(url: str, options: dict | None = None):
+    """Every row through the SDK's reader, as the data source's driver and tasks read them."""
+    import pyarrow as pa
+
+    from s3commit_sdk.paths import parse_s3_url
+    from s3commit_sdk.scan import file_schema, list_table, plan_splits, read_split
+    from s3commit_sdk.store import open_store
+
+    store = open_store(options)
+    listing = list_table(store, parse_s3_url(url), None)
+    columns = file_schema(store, listing)
+    partitions = zip(listing.partition_columns, listing.partition_types, strict=True)
+    wanted = pa.schema([*columns, *(pa.field(c, t) for c, t in partitions)])
+    found = []
+    for split in plan_splits(store, listing, 128 * 2**20):
+        for batch in read_split(store, listing, split, columns, wanted, "UTC"):
+            found += batch.to_pylist()
+    return pa.Table.from_pylist(found)
+
+
+def wait_for_request(proxy, operation: str, count: int, job) -> None:
+    """Until the proxy has seen ``count`` requests of ``operation`` (the last one held) while
+    ``job`` (a future) runs."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while proxy.counts.get(operation, 0) < count:
+        assert not job.done(), f"the job ended before its {operation} #{count}: {job.exception()}"
+        assert time.monotonic() < deadline, f"no {operation} #{count} within 120 s"
+        time.sleep(0.02)
+
+
 def download(s3, prefix: str, target) -> str:
     """Copy every object under a prefix to a local directory, for readers that need a path."""
     for key in list_keys(s3, prefix + "/"):

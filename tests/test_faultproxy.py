@@ -54,7 +54,8 @@ def multipart(store: S3Store, key: str, parts: list[bytes]) -> tuple[str, list[s
     upload_id = store.initiate(BUCKET, key)
     try:
         etags = [
-            store.upload_part(BUCKET, key, upload_id, i + 1, body) for i, body in enumerate(parts)
+            store.upload_part(BUCKET, key, upload_id, i + 1, body).etag
+            for i, body in enumerate(parts)
         ]
     except BaseException:
         store.abort(BUCKET, key, upload_id)

@@ -14,21 +14,17 @@ child's script).
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, rows_of, visible_keys
+from conftest import BUCKET, rows_of, sdk_table, visible_keys, wait_for_request
 from crash_driver import data
 
 from s3commit_sdk import CommitError, write_committed
-from s3commit_sdk.paths import parse_s3_url
 from s3commit_sdk.recovery import recover
-from s3commit_sdk.scan import file_schema, list_table, plan_splits, read_split
-from s3commit_sdk.store import open_store
 from s3commit_sdk.testing.faultproxy import hold, internal_error
 
 pytestmark = pytest.mark.fault
@@ -61,16 +57,7 @@ def new_rows() -> list[tuple]:
 
 def sdk_rows(url: str, endpoint: str | None = None) -> list[tuple]:
     """Every row through the SDK's reader, as the data source's driver and tasks read them."""
-    store = open_store({"endpoint": endpoint} if endpoint else None)
-    listing = list_table(store, parse_s3_url(url), None)
-    columns = file_schema(store, listing)
-    partitions = zip(listing.partition_columns, listing.partition_types, strict=True)
-    wanted = pa.schema([*columns, *(pa.field(c, t) for c, t in partitions)])
-    found = []
-    for split in plan_splits(store, listing, 128 * 2**20):
-        for batch in read_split(store, listing, split, columns, wanted, "UTC"):
-            found += batch.to_pylist()
-    return rows_of(pa.Table.from_pylist(found))
+    return rows_of(sdk_table(url, {"endpoint": endpoint} if endpoint else None))
 
 
 def write_old(dest) -> None:
@@ -89,15 +76,6 @@ def replace_through(proxy, dest, committer: str, **options):
         options={"endpoint": proxy.endpoint, "tasks": 3, "threads": 1, **options},
         progress=False,
     )
-
-
-def wait_for_request(proxy, operation: str, count: int, job) -> None:
-    """Until the proxy has seen ``count`` requests of ``operation`` (the last one held)."""
-    deadline = time.monotonic() + 120
-    while proxy.counts.get(operation, 0) < count:
-        assert not job.done(), f"the job ended before its {operation} #{count}: {job.exception()}"
-        assert time.monotonic() < deadline, f"no {operation} #{count} within 120 s"
-        time.sleep(0.02)
 
 
 # -- a live job commit, one completion held -----------------------------------------------------

@@ -61,8 +61,8 @@ def test_multipart_round_trip_two_parts(store, s3, s3_server, dest):
     upload_id = store.initiate(BUCKET, key)
     try:
         etags = [
-            store.upload_part(BUCKET, key, upload_id, 1, first),
-            store.upload_part(BUCKET, key, upload_id, 2, last),
+            store.upload_part(BUCKET, key, upload_id, 1, first).etag,
+            store.upload_part(BUCKET, key, upload_id, 2, last).etag,
         ]
         # Not visible before completion.
         assert store.head(BUCKET, key) is None
@@ -101,8 +101,8 @@ def test_complete_with_a_too_small_first_part_raises_store_error(store, s3, dest
     upload_id = store.initiate(BUCKET, key)
     try:
         etags = [
-            store.upload_part(BUCKET, key, upload_id, 1, b"a" * 1024),
-            store.upload_part(BUCKET, key, upload_id, 2, b"b" * 1024),
+            store.upload_part(BUCKET, key, upload_id, 1, b"a" * 1024).etag,
+            store.upload_part(BUCKET, key, upload_id, 2, b"b" * 1024).etag,
         ]
         with pytest.raises(StoreError, match="EntityTooSmall") as info:
             store.complete(BUCKET, key, upload_id, etags)
@@ -156,7 +156,7 @@ def test_request_counters_count_by_operation(store, s3, dest):
     assert store.counters.snapshot() == {}
     upload_id = store.initiate(BUCKET, key)
     try:
-        etag = store.upload_part(BUCKET, key, upload_id, 1, b"x" * 100)
+        etag = store.upload_part(BUCKET, key, upload_id, 1, b"x" * 100).etag
         store.complete(BUCKET, key, upload_id, [etag])
     except BaseException:
         store.abort(BUCKET, key, upload_id)

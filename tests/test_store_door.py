@@ -72,7 +72,7 @@ def test_list_parts_of_an_upload_and_none_once_it_is_gone(store, dest):
     key = dest.dir + "parts.bin"
     upload_id = store.initiate(BUCKET, key)
     try:
-        etags = [store.upload_part(BUCKET, key, upload_id, n, b"x" * n) for n in (1, 2, 3)]
+        etags = [store.upload_part(BUCKET, key, upload_id, n, b"x" * n).etag for n in (1, 2, 3)]
         parts = store.list_parts(BUCKET, key, upload_id)
     finally:
         store.abort(BUCKET, key, upload_id)

@@ -5,7 +5,9 @@ A page names what it wants with a marker line, replaced at build time:
 - ``<!-- generated: options -->``: every option (``s3commit_sdk.options.reference_table``);
 - ``<!-- generated: cli -->``: every ``s3commit`` command's help, from its argparse parser;
 - ``<!-- generated: errors -->``: every error type, its base, its own fields, its docstring;
-- ``<!-- generated: visible -->``: the values of an error's ``visible`` field.
+- ``<!-- generated: visible -->``: the values of an error's ``visible`` field;
+- ``<!-- generated: iam -->``: the S3 operations, the IAM actions each use needs, the policy
+  (``s3commit_sdk.iam.reference_markdown``).
 
 The benchmark reports (``docs/bench-reports``, a link to ``bench/reports``) are kept out of the
 site's search: past runs' figures would bury the pages that explain them.
@@ -17,7 +19,7 @@ import argparse
 import inspect
 import re
 
-from s3commit_sdk import errors, options
+from s3commit_sdk import errors, iam, options
 from s3commit_sdk.cli import build_parser
 
 MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.MULTILINE)
@@ -86,4 +88,5 @@ GENERATORS = {
     "cli": cli_reference,
     "errors": error_table,
     "visible": visible_values,
+    "iam": iam.reference_markdown,
 }

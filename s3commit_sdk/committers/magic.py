@@ -29,7 +29,7 @@ from ..layout import magic_to_final
 from ..options import check_part_number
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..request_options import CONTENT_TYPES
-from ..store import S3Store
+from ..store import PartInfo, S3Store
 from .conflict import DirectoryConflict, PartitionConflict
 from .s3_job import S3Committer
 
@@ -79,7 +79,8 @@ class DelayedCompletionStream(io.RawIOBase):
 
     Parts of ``part_size`` bytes go to the task's queue as soon as they fill; its slots bound how
     many parts of the task may be queued or in flight, so memory does not grow with file size.
-    ``close()`` waits for the parts and records their ETags; ``abort()`` aborts the upload.
+    ``close()`` waits for the parts and records them (ETag, checksum: :attr:`parts`);
+    ``abort()`` aborts the upload.
     Nothing ever waits on a pool that is shut down: a part it will never run is cancelled,
     which frees its slot, and a new part is refused at once.
     """
@@ -97,11 +98,16 @@ class DelayedCompletionStream(io.RawIOBase):
         self.part_size, self._queue = parts.part_size, parts
         self.upload_id = store.initiate(bucket, key, content_type)
         self.length = 0
-        self.etags: list[str] = []
+        #: the uploaded parts, in order, once the stream is closed
+        self.parts: list[PartInfo] = []
         self._buffer: bytearray | None = None
         self._filled = 0
-        self._parts: list[Future[str]] = []
+        self._parts: list[Future[PartInfo]] = []
         self.aborted = False
+
+    @property
+    def etags(self) -> list[str]:
+        return [part.etag for part in self.parts]
 
     def writable(self) -> bool:
         return True
@@ -146,7 +152,7 @@ class DelayedCompletionStream(io.RawIOBase):
                 f"the upload stream of {self.key!r} was used after its task was aborted"
             ) from exc
 
-        def settled(_: Future[str]) -> None:  # run, failed or cancelled
+        def settled(_: Future[PartInfo]) -> None:  # run, failed or cancelled
             if isinstance(body, bytearray):
                 queue.recycle(body)
             queue.slots.release()
@@ -154,7 +160,7 @@ class DelayedCompletionStream(io.RawIOBase):
         part.add_done_callback(settled)
         self._parts.append(part)
 
-    def _upload(self, number: int, body: bytearray | bytes) -> str:
+    def _upload(self, number: int, body: bytearray | bytes) -> PartInfo:
         return self.store.upload_part(self.bucket, self.key, self.upload_id, number, body)
 
     def close(self) -> None:
@@ -165,7 +171,7 @@ class DelayedCompletionStream(io.RawIOBase):
             if not self.aborted:
                 if self._filled or not self._parts:  # S3 needs one part, even an empty one
                     self._send(self._last_part())
-                self.etags = [part.result() for part in self._parts]
+                self.parts = [part.result() for part in self._parts]
         finally:
             super().close()
 
@@ -261,13 +267,14 @@ class MagicSink(StreamingSink):
             bucket=stream.bucket,
             destinationKey=stream.key,
             uploadId=stream.upload_id,
-            etags=stream.etags,
+            etags=[],
             length=stream.length,
             rows=written.rows,
             partition=written.partition,
             jobId=self.committer.job.job_id,
             taskId=self.task.task_id,
         )
+        commit.record_parts(stream.parts, self.store.settings.requests.checksum_algorithm)
         self.commits[written.relpath] = commit
 
 

@@ -75,4 +75,5 @@ def build_success(
         completion_checks=dict(completion_checks or {}),
         table=dict(table_fields or {}),
         schema=None if job.data_schema is None else spark_json_schema(job.data_schema),
+        request_options=job.settings.requests.recorded(),
     )

@@ -18,6 +18,7 @@ from ..interrupts import held_interrupts
 from ..protocol import Committer, JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, run_stages
 from ..store import open_store
+from .checksum_probe import require_kept_checksums
 from .commit_run import CommitRun
 from .conflict import DirectoryConflict
 from .exclusive import require_conditional_create
@@ -84,6 +85,7 @@ class S3Committer(Committer):
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
         self.store.check_bucket(self.location.bucket)
+        require_kept_checksums(self.job.settings, self.location)  # first: every PUT has them
         if self.job.options.exclusive_commit == "required":
             require_conditional_create(self.job.settings, self.location)
         marker = layout.marker_key(self.location)

@@ -59,7 +59,7 @@ from .s3_rollback import (
     remove_leftovers,
     roll_back_completion,
 )
-from .verify import Completed, verify
+from .verify import Completed, expected_checksum, verify
 
 #: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
 _GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
@@ -225,7 +225,12 @@ def _complete_upload(run: CommitRun, commit: PendingUpload) -> str | None:
     """
     try:
         return run.store.complete(
-            commit.bucket, commit.destinationKey, commit.uploadId, commit.etags
+            commit.bucket,
+            commit.destinationKey,
+            commit.uploadId,
+            commit.etags,
+            commit.checksumAlgorithm,
+            commit.checksums,
         )
     except StoreError as exc:
         if exc.code not in _GONE_UPLOAD:
@@ -329,6 +334,8 @@ def _committed_file(run: CommitRun, commit: PendingUpload) -> CommittedFile:
         partition=commit.partition,
         etag=run.etags[commit.uploadId],
         task=commit.taskId,
+        checksum_algorithm=commit.checksumAlgorithm,
+        checksum=expected_checksum(commit),
     )
 
 

@@ -24,6 +24,7 @@ from ..formats import PendingSet, PendingUpload
 from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..request_options import CONTENT_TYPES
+from ..store import PartInfo
 from .conflict import PartitionConflict
 from .s3_job import S3Committer
 
@@ -149,8 +150,9 @@ class DirectoryStagingCommitter(S3Committer):
             parts = [
                 self._send_parts(pool, root, f, c) for f, c in zip(files, commits, strict=True)
             ]
+            algorithm = self.store.settings.requests.checksum_algorithm
             for commit, futures in zip(commits, parts, strict=True):
-                commit.etags = [future.result() for future in futures]
+                commit.record_parts([future.result() for future in futures], algorithm)
         pendingset = PendingSet(
             jobId=self.job.job_id,
             taskId=task.task_id,
@@ -186,7 +188,7 @@ class DirectoryStagingCommitter(S3Committer):
         part_size = part_size_for(commit.length, self.job.options.multipart_size)
         offsets = range(0, commit.length, part_size) if commit.length else [0]
 
-        def send(number: int, offset: int) -> str:
+        def send(number: int, offset: int) -> PartInfo:
             with open(path, "rb") as handle:
                 handle.seek(offset)
                 body = handle.read(part_size)

@@ -7,6 +7,11 @@ checked by size and multipart ETag. One listing returns up to 1000 keys with bot
 directory holding several files to check is listed (from just before its first such key, with a
 page budget that keeps the listing cheaper than the HEADs it replaces); what the listing did not
 reach, or a directory with a single file, gets a HEAD.
+
+With ``checksum.algorithm`` every file gets a HEAD (``ChecksumMode=ENABLED``; a listing shows no
+checksum values): the checksum the store keeps must be the composite one of the part checksums
+the tasks computed from their bytes (:func:`..checksums.composite`), so a part damaged on its
+way, by a store that does not check part checksums, is found before the job commits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from .. import checksums
 from ..errors import CommitError
 from ..formats import PendingUpload
 from ..store import S3Store
@@ -37,7 +43,8 @@ class Completed:
 
     @property
     def trusted(self) -> bool:
-        return bool(self.answer) and _same(self.expected, self.answer)
+        """The answer proves the object (a checksummed one needs its stored checksum: HEAD)."""
+        return bool(self.answer) and _same(self.expected, self.answer) and not self.commit.checksums
 
 
 def verify(
@@ -50,7 +57,7 @@ def verify(
     found: dict[str, str] = {}
 
     def check_dir(group: list[Completed]) -> list[Completed]:
-        if len(group) < 2:
+        if len(group) < 2 or any(done.commit.checksums for done in group):
             return group
         listed = _listed(store, group)
         rest = []
@@ -92,23 +99,36 @@ def _listed(store: S3Store, group: list[Completed]) -> dict[str, ObjectInfo]:
 
 
 def holds_upload(commit: PendingUpload, info: ObjectInfo | None) -> bool:
-    """The object ``info`` describes is the one ``commit``'s upload produced: its size, and its
-    multipart ETag where the parts' ETags are known. Job commit, recover and abort judge alike."""
+    """The object ``info`` describes is the one ``commit``'s upload produced: its size, its
+    multipart ETag where the parts' ETags are known, and its checksum where the parts' checksums
+    and the stored one are known. Job commit, recover and abort judge alike."""
     return (
         info is not None
         and info.size == commit.length
         and _same(multipart_etag(commit.etags), info.etag)
+        and checksums.matches(expected_checksum(commit), info.checksum)
     )
+
+
+def expected_checksum(commit: PendingUpload) -> str | None:
+    """The object checksum the upload's part checksums make (None: no checksums, or an
+    algorithm whose object checksum S3 combines itself)."""
+    if not commit.checksumAlgorithm:
+        return None
+    return checksums.composite(commit.checksumAlgorithm, commit.checksums)
 
 
 def _checked(done: Completed, info: ObjectInfo | None) -> str:
     commit, expected = done.commit, done.expected
     if not holds_upload(commit, info):
         found = "missing" if info is None else f"size {info.size}, ETag {info.etag}"
+        wanted = f"size {commit.length}, ETag {expected or 'unknown'}"
+        if info is not None and commit.checksumAlgorithm:
+            found += f", {commit.checksumAlgorithm} {info.checksum}"
+            wanted += f", {commit.checksumAlgorithm} {expected_checksum(commit)}"
         raise CommitError(
             f"{commit.destinationKey!r} is not what the task uploaded after completion: "
-            f"{found}; expected size {commit.length}, ETag {expected or 'unknown'} "
-            f"(the completion answered {done.answer!r})"
+            f"{found}; expected {wanted} (the completion answered {done.answer!r})"
         )
     return info.etag
 

@@ -16,6 +16,7 @@ they check every version committed since their read themselves and commit on the
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -82,7 +83,9 @@ def storage_options(settings: S3Settings) -> dict[str, str]:
     """delta-rs reads S3 through its own client: the same endpoint and credentials as boto3's.
 
     Credentials are resolved the way the store resolves them (explicit keys, a provider, the
-    profile, the environment or an instance role) and handed over as fixed keys.
+    profile, the environment or an instance role) and handed over as fixed keys. The log
+    entries delta-rs writes get the job's encryption and requester pays (object_store has no
+    storage class or canned ACL: those entries get the bucket's defaults).
     """
     options = {
         "AWS_REGION": settings.region or "us-east-1",
@@ -101,6 +104,16 @@ def storage_options(settings: S3Settings) -> dict[str, str]:
         options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"] = keys[0], keys[1]
         if keys[2]:
             options["AWS_SESSION_TOKEN"] = keys[2]
+    requests = settings.requests
+    if requests.customer_key is not None:
+        options["aws_server_side_encryption"] = "sse-c"
+        options["aws_sse_customer_key_base64"] = base64.b64encode(requests.customer_key).decode()
+    elif requests.encryption_algorithm:
+        options["aws_server_side_encryption"] = requests.encryption_algorithm
+        if requests.kms_key_id:
+            options["aws_sse_kms_key_id"] = requests.kms_key_id
+    if requests.requester_pays:
+        options["aws_request_payer"] = "true"
     return options
 
 

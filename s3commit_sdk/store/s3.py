@@ -25,8 +25,10 @@ import botocore.exceptions
 import botocore.loaders
 import botocore.session
 
+from ..checksums import checksum, field_name
 from ..credentials import AccessKeys, CredentialsProvider, provider_session, with_provider
-from ..errors import StoreError
+from ..errors import AccessDeniedError, StoreError
+from ..iam import permission_of
 from ..redaction import hold_secrets
 from ..request_options import RequestOptions
 
@@ -108,6 +110,13 @@ class S3Settings(AccessKeys):
         Credentials resolve as a set: explicit ``access.key``/``secret.key`` never take a
         session token from the environment, which belongs to other keys (S3 rejects the mix).
         A credentials ``provider`` (see credentials.py) replaces them and the profile.
+
+        What travels to the executors follows where the credentials come from. Keys (the
+        options, or ``AWS_ACCESS_KEY_ID`` of the driver, which executors often lack) are
+        captured here as they are: temporary ones cannot be refreshed. A profile travels by
+        name. Anything else is not resolved here: every store, driver and executors alike,
+        takes botocore's chain where it runs (a profile's ``credential_process``, web
+        identity, container role, instance profile), which refreshes what it finds.
         """
         env = os.environ if environ is None else environ
         if options.access_key or options.secret_key:
@@ -144,6 +153,9 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+    #: the stored checksum of the job's ``checksum.algorithm`` (HEAD only; ``<base64>-N`` for a
+    #: multipart object), None without one
+    checksum: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +165,9 @@ class PartInfo:
     number: int
     size: int
     etag: str
+    #: the base64 checksum of the part's bytes by the job's ``checksum.algorithm``, which the
+    #: completion must repeat; None without one
+    checksum: str | None = None
 
 
 @dataclass(frozen=True)
@@ -300,6 +315,7 @@ class S3Store:
         """
         policy = self.settings.retry
         kwargs = {**self._request_options(getattr(fn, "__name__", "")), **kwargs}
+        kwargs.update(_body_checksum(kwargs))
         body = kwargs.get("Body")
         start = body.tell() if hasattr(body, "seek") else None
         started = time.monotonic()
@@ -330,7 +346,7 @@ class S3Store:
                 retry = False
             if not retry:
                 if isinstance(failure, botocore.exceptions.ClientError):
-                    raise _store_error(what, bucket, failure) from failure
+                    raise _store_error(what, bucket, failure, kwargs.get("Key")) from failure
                 raise StoreError(
                     f"{what} in bucket {bucket!r} failed: {failure} "
                     f"(endpoint {self.settings.endpoint_url or 'AWS default'})",
@@ -388,14 +404,17 @@ class S3Store:
         self._call(CHECKING_ACCESS, bucket, self.client.head_bucket)
 
     def head(self, bucket: str, key: str) -> ObjectInfo | None:
-        reply = self._call(
+        reply = self._read(
             f"HEAD {key!r}",
             bucket,
             self.client.head_object,
             tolerate=("404", "NoSuchKey", "NotFound"),
             Key=key,
         )
-        return None if reply is None else ObjectInfo(key, reply["ContentLength"], reply["ETag"])
+        if reply is None:
+            return None
+        stored = _stored_checksum(reply, self.settings.requests.checksum_algorithm)
+        return ObjectInfo(key, reply["ContentLength"], reply["ETag"], stored)
 
     def list_objects(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (after ``start_after``), 1000 keys per request."""
@@ -412,12 +431,12 @@ class S3Store:
                 yield ObjectInfo(item["Key"], item["Size"], item["ETag"])
 
     def get(self, bucket: str, key: str) -> bytes:
-        reply = self._call(f"GET {key!r}", bucket, self.client.get_object, Key=key)
+        reply = self._read(f"GET {key!r}", bucket, self.client.get_object, Key=key)
         return reply["Body"].read()
 
     def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Bytes ``start`` up to (not including) ``end`` of an object: one ranged GET."""
-        reply = self._call(
+        reply = self._read(
             f"GET {key!r} bytes {start}-{end - 1}",
             bucket,
             self.client.get_object,
@@ -425,6 +444,34 @@ class S3Store:
             Range=f"bytes={start}-{end - 1}",
         )
         return reply["Body"].read()
+
+    def _read(self, what: str, bucket: str, fn, tolerate: tuple[str, ...] = (), **kwargs):
+        """A HEAD or GET of an object that need not be this job's.
+
+        S3 refuses (400) a read whose SSE-C headers do not fit the object. With SSE-C on, an
+        object written without a customer key (data a ``replace`` deletes, an older job's
+        ``_SUCCESS``, a Delta log entry) is read again without the key. An object that needs
+        a key the read lacks (or another one) stays refused, and the error says so.
+        """
+        try:
+            return self._call(what, bucket, fn, tolerate, **kwargs)
+        except StoreError as exc:
+            if not _misfit_sse_c(exc):
+                raise
+            refused = exc
+        if self.settings.requests.customer_key is not None:
+            try:
+                return self._call(what, bucket, _without_customer_key(fn), tolerate, **kwargs)
+            except StoreError as exc:
+                if not _misfit_sse_c(exc):
+                    raise
+        raise StoreError(
+            f"{what} in bucket {bucket!r} was refused with 400 Bad Request ({refused.code}), "
+            "as S3 refuses a read of an object encrypted with a customer key (SSE-C) that does "
+            "not give that key: if it is one, read it with the options "
+            "encryption.algorithm=SSE-C and encryption.key set to the key it was written with",
+            code=refused.code,
+        ) from refused
 
     def put(self, bucket: str, key: str, body: bytes, content_type: str | None = None) -> str:
         extra = {"ContentType": content_type} if content_type else {}
@@ -469,12 +516,7 @@ class S3Store:
                 Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
             )
             if reply.get("Errors"):
-                first = reply["Errors"][0]
-                raise StoreError(
-                    f"batch delete in bucket {bucket!r} failed for {len(reply['Errors'])} keys, "
-                    f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}",
-                    code=first.get("Code"),
-                )
+                raise _batch_delete_error(bucket, reply["Errors"])
             deleted += len(chunk)
         return deleted
 
@@ -530,7 +572,13 @@ class S3Store:
         )
         return reply["UploadId"]
 
-    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body) -> str:
+    def upload_part(
+        self, bucket: str, key: str, upload_id: str, number: int, body: bytes | bytearray
+    ) -> PartInfo:
+        """Upload one part; with ``checksum.algorithm`` it carries the checksum of ``body``,
+        which the server checks against what arrived, and which the completion repeats."""
+        algorithm = self.settings.requests.checksum_algorithm
+        sent = checksum(algorithm, body) if algorithm else None
         reply = self._call(
             f"uploading part {number} of {key!r}",
             bucket,
@@ -539,11 +587,25 @@ class S3Store:
             UploadId=upload_id,
             PartNumber=number,
             Body=body,
+            **({field_name(algorithm): sent} if algorithm else {}),
         )
-        return reply["ETag"]
+        return PartInfo(number, len(body), reply["ETag"], sent)
 
-    def complete(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
+    def complete(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        etags: list[str],
+        checksum_algorithm: str | None = None,
+        checksums: list[str] | None = None,
+    ) -> str:
+        """Complete an upload from its parts' ETags and, for an upload created with a checksum
+        algorithm, their checksums: S3 refuses such a completion without them."""
         parts = [{"PartNumber": i + 1, "ETag": etag} for i, etag in enumerate(etags)]
+        if checksum_algorithm and checksums:
+            for part, value in zip(parts, checksums, strict=True):
+                part[field_name(checksum_algorithm)] = value
         reply = self._call(
             f"completing the upload of {key!r}",
             bucket,
@@ -601,8 +663,14 @@ class S3Store:
         for page in pages:
             if page is None:
                 return None
+            algorithm = page.get("ChecksumAlgorithm") or self.settings.requests.checksum_algorithm
             found += [
-                PartInfo(int(p["PartNumber"]), int(p.get("Size", 0)), p.get("ETag", ""))
+                PartInfo(
+                    int(p["PartNumber"]),
+                    int(p.get("Size", 0)),
+                    p.get("ETag", ""),
+                    _stored_checksum(p, algorithm),
+                )
                 for p in page.get("Parts", [])
             ]
         return found
@@ -635,12 +703,53 @@ class S3Store:
         )
 
 
+def _body_checksum(kwargs: dict[str, Any]) -> dict[str, str]:
+    """The checksum of a request's bytes by its ``ChecksumAlgorithm``, computed by the SDK
+    (:mod:`..checksums`): botocore computes CRC32C only with the AWS CRT installed."""
+    algorithm, body = kwargs.get("ChecksumAlgorithm"), kwargs.get("Body")
+    if not algorithm or field_name(algorithm) in kwargs:
+        return {}
+    if not isinstance(body, bytes | bytearray | memoryview):
+        return {}
+    return {field_name(algorithm): checksum(algorithm, body)}
+
+
+def _stored_checksum(reply: dict[str, Any], algorithm: str | None) -> str | None:
+    """An answer's checksum of ``algorithm`` (HEAD, ListParts), None if it carries none."""
+    return reply.get(field_name(algorithm)) if algorithm else None
+
+
 def _error_code(exc: botocore.exceptions.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code") or _status(exc) or "?")
 
 
 def _status(exc: botocore.exceptions.ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+#: the codes of S3's 400 to a read whose SSE-C headers do not fit the object (HEAD: no body)
+_SSE_C_MISFIT_CODES = ("400", "BadRequest", "InvalidRequest", "InvalidArgument")
+
+
+def _misfit_sse_c(exc: StoreError) -> bool:
+    """Could this refusal be S3's to SSE-C headers that do not fit the object?"""
+    cause = exc.__cause__
+    return (
+        isinstance(cause, botocore.exceptions.ClientError)
+        and _status(cause) == 400
+        and exc.code in _SSE_C_MISFIT_CODES
+    )
+
+
+def _without_customer_key(fn):
+    """``fn`` (a client method) without the SSE-C arguments the store adds to it; under its
+    name, so the store still adds the rest (requester pays, checksum mode)."""
+
+    def call(**kwargs):
+        return fn(**{k: v for k, v in kwargs.items() if not k.startswith("SSECustomer")})
+
+    call.__name__ = fn.__name__
+    return call
 
 
 def _retry_kind(exc: Exception) -> str | None:
@@ -663,10 +772,21 @@ def _retry_kind(exc: Exception) -> str | None:
 CHECKING_ACCESS = "checking access"
 
 
-def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -> StoreError:
+def _store_error(
+    what: str, bucket: str, exc: botocore.exceptions.ClientError, key: str | None = None
+) -> StoreError:
+    """The typed error of a request that failed for good; ``key``: the object it was for.
+
+    A refusal names the IAM action the request needs (:mod:`..iam`): ``AccessDenied`` says
+    the credentials may not make it, and a 403 without a reason (a HEAD has no body) may be
+    that or unknown keys, so its message names both.
+    """
     error = exc.response.get("Error", {})
     code = _error_code(exc)
     message = error.get("Message", "")
+    permission = permission_of(exc.operation_name)
+    if code in ("AccessDenied", "403") and permission:
+        return _access_denied(what, bucket, key, permission, code)
     if code in ("NoSuchBucket", "404") and what == CHECKING_ACCESS:
         cause = f"bucket {bucket!r} does not exist (or is not visible to these credentials)"
     elif code == "NoSuchBucket":
@@ -679,3 +799,44 @@ def _store_error(what: str, bucket: str, exc: botocore.exceptions.ClientError) -
     else:
         cause = f"{code}: {message}".strip()
     return StoreError(f"{what} in bucket {bucket!r} failed: {cause}", code=code)
+
+
+def _access_denied(
+    what: str, bucket: str, key: str | None, permission: str, code: str
+) -> AccessDeniedError:
+    target = f"s3://{bucket}/{key}" if key else f"the bucket {bucket!r}"
+    keys = (
+        " or the keys are not known to the store (a refused HEAD says no more: check "
+        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the profile)"
+        if code == "403"
+        else ""
+    )
+    policy = (
+        " (such as one requiring server-side encryption: the option encryption.algorithm)"
+        if permission.endswith("s3:PutObject")
+        else ""
+    )
+    return AccessDeniedError(
+        f"{what} in bucket {bucket!r} failed: access was refused ({code}): the credentials "
+        f"lack the permission {permission} on {target}{keys}, or a bucket policy refuses the "
+        f"request{policy}. Grant {permission} (`s3commit iam-policy s3://{bucket}/PREFIX` "
+        "prints the policy with every action the SDK needs).",
+        permission=permission,
+        bucket=bucket,
+        key=key,
+        code=code,
+    )
+
+
+def _batch_delete_error(bucket: str, errors: list[dict[str, Any]]) -> StoreError:
+    """DeleteObjects answers 200 and one error per key it did not delete; a refused key (AWS,
+    moto: no ``s3:DeleteObject`` on it) is an :class:`AccessDeniedError` naming it."""
+    first = errors[0]
+    what = f"batch delete ({len(errors)} keys failed, first {first.get('Key')!r})"
+    if first.get("Code") == "AccessDenied":
+        return _access_denied(what, bucket, first.get("Key"), "s3:DeleteObject", "AccessDenied")
+    return StoreError(
+        f"batch delete in bucket {bucket!r} failed for {len(errors)} keys, "
+        f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}",
+        code=first.get("Code"),
+    )

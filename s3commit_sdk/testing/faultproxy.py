@@ -4,8 +4,9 @@ The proxy listens on 127.0.0.1, forwards every request to the real endpoint (the
 and, where a rule says so, answers ``503 SlowDown`` or ``500 InternalError`` instead, resets the
 connection, delays the request or caps its bandwidth; or it tampers with what passes: a wrong
 ETag in the answer, a 412 turned into success (a store that ignores conditional requests), a
-delete acknowledged but never made, or a listing page that says it is truncated but never
-advances.
+delete acknowledged but never made, a listing page that says it is truncated but never
+advances, or a request body damaged on its way (and, as S3 does, checked against its checksum
+header).
 Faults travel over real sockets, so the
 code under test sees them exactly as it would see them from S3: botocore retries them, or they
 surface as errors.
@@ -42,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
+from .. import checksums
+
 SLOW_DOWN = "slowdown"
 INTERNAL_ERROR = "internal-error"
 RESET = "reset"
@@ -52,7 +55,13 @@ IGNORE_CONDITIONS = "ignore-conditions"
 STUCK_LISTING = "stuck-listing"
 IGNORE_DELETES = "ignore-deletes"
 HOLD = "hold"
+EXPIRED_TOKEN = "expired-token"
 ACCESS_DENIED = "access-denied"
+REQUIRE_HEADER = "require-header"
+STRICT_SSE_C = "strict-sse-c"
+CORRUPT_BODY = "corrupt-body"
+CHECK_CHECKSUMS = "check-checksums"
+REFUSE_CHECKSUMS = "refuse-checksums"
 ACTIONS = (
     SLOW_DOWN,
     INTERNAL_ERROR,
@@ -64,9 +73,15 @@ ACTIONS = (
     STUCK_LISTING,
     IGNORE_DELETES,
     HOLD,
+    EXPIRED_TOKEN,
     ACCESS_DENIED,
+    REQUIRE_HEADER,
+    STRICT_SSE_C,
+    CORRUPT_BODY,
+    CHECK_CHECKSUMS,
+    REFUSE_CHECKSUMS,
 )
-TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS, STUCK_LISTING)
+TAMPERS = (WRONG_ETAG, IGNORE_CONDITIONS, STUCK_LISTING, CORRUPT_BODY, CHECK_CHECKSUMS)
 #: the elements of a listing's answer that say where the next page starts, by operation
 NEXT_MARKERS = {
     "ListObjectsV2": ("NextContinuationToken",),
@@ -77,10 +92,22 @@ NEXT_MARKERS = {
 #: What a wrong-etag rule puts into an answer: a well-formed multipart ETag of nothing we wrote.
 BOGUS_ETAG = '"00000000000000000000000000000000-1"'
 COPIES = ("CopyObject", "UploadPartCopy")
+#: the requests that create an object: what a bucket policy on ``s3:PutObject`` governs
+OBJECT_CREATING = ("PutObject", "CreateMultipartUpload", "CopyObject")
+OBJECT_READS = ("HeadObject", "GetObject")
+#: the header that says a request carries an SSE-C key
+SSE_C_HEADER = "x-amz-server-side-encryption-customer-algorithm"
 _ERRORS = {
     SLOW_DOWN: (503, "SlowDown", "Please reduce your request rate."),
     INTERNAL_ERROR: (500, "InternalError", "We encountered an internal error. Please try again."),
     ACCESS_DENIED: (403, "AccessDenied", "Access Denied"),
+    EXPIRED_TOKEN: (400, "ExpiredToken", "The provided token has expired."),
+    REFUSE_CHECKSUMS: (400, "InvalidArgument", "Unsupported checksum algorithm."),
+    REQUIRE_HEADER: (
+        403,
+        "AccessDenied",
+        "Access Denied (an explicit deny in a resource-based policy: {header} must be {value})",
+    ),
 }
 _HOP_BY_HOP = {
     "connection",
@@ -114,6 +141,12 @@ class Fault:
     delay_ms: float = 0.0
     bytes_per_s: int = 0
     marker: str = ""
+    #: an expire-keys rule's access key, and how many requests of its operation it passes
+    access_key: str = ""
+    valid_for: int = 0
+    #: a require-header rule's header (lower case) and the value it must have ("": any)
+    header: str = ""
+    value: str = ""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -126,6 +159,12 @@ class Fault:
             raise ValueError("a bandwidth cap needs bytes_per_s > 0")
 
     def matches(self, operation: str) -> bool:
+        if self.action == EXPIRED_TOKEN:  # an expired key is refused whatever it asks
+            return operation != "MotoApi"
+        if self.action == REQUIRE_HEADER and self.operation == "*":
+            return operation in OBJECT_CREATING
+        if self.action == STRICT_SSE_C and self.operation == "*":
+            return operation in OBJECT_READS
         if self.operation == "*":
             return operation != "MotoApi"  # moto's admin API is no S3 operation
         return self.operation == operation
@@ -163,6 +202,33 @@ access_denied = _failure_rule(
 )
 
 
+def require_header(name: str, value: str = "", operation: str = "*") -> Fault:
+    """Refuse as a bucket policy that denies ``s3:PutObject`` unless a header is set (e.g.
+    ``x-amz-server-side-encryption: aws:kms``): ``403 AccessDenied`` to every object-creating
+    request (:data:`OBJECT_CREATING`, or only ``operation``) whose header ``name`` is missing
+    or, with ``value``, differs. Other requests pass. Moto and Ceph RGW 16 accept such a
+    policy but do not enforce it; each refusal is an event of this rule."""
+    return Fault(REQUIRE_HEADER, operation, header=name.lower(), value=value)
+
+
+def strict_sse_c(operation: str = "*") -> Fault:
+    """Refuse, as S3 does, a read (:data:`OBJECT_READS`, or only ``operation``) whose SSE-C
+    headers do not fit the object: with them, of an object not written with a customer key;
+    without them, of one that was (``400 InvalidRequest``). Objects count as written with a
+    key when they were created through this proxy with the SSE-C headers. Moto keeps no SSE-C
+    at all and Ceph RGW 16 serves a plain object to a read with a key; each refusal is an
+    event of this rule."""
+    return Fault(STRICT_SSE_C, operation)
+
+
+def expire_keys(access_key: str, *, after: int = 0, operation: str = "*") -> Fault:
+    """Refuse as S3 refuses temporary credentials past their expiry: once ``after`` requests
+    of ``operation`` signed with ``access_key`` have passed, every request signed with it (of
+    any operation) gets ``400 ExpiredToken``. Moto checks no expiry, and the keys of Ceph RGW's
+    users never expire, so tests emulate it here; each refusal is an event of this rule."""
+    return Fault(EXPIRED_TOKEN, operation, access_key=access_key, valid_for=after)
+
+
 def wrong_etag(
     operation: str = "CompleteMultipartUpload",
     *,
@@ -196,6 +262,32 @@ def ignore_deletes(
     forwarding it: a store that acknowledges deletes it did not make, as one does that stored
     the key under another name."""
     return _fault(IGNORE_DELETES, operation, occurrences, probability=probability)
+
+
+def corrupt_body(
+    operation: str = "UploadPart",
+    *,
+    probability: float = 1.0,
+    occurrences: Iterable[int] | None = None,
+) -> Fault:
+    """Flip the last byte of the request's body and forward it with every header unchanged
+    (its ``x-amz-checksum-*`` and signature included): data damaged on its way to the store."""
+    return _fault(CORRUPT_BODY, operation, occurrences, probability=probability)
+
+
+def check_checksums(operation: str = "*") -> Fault:
+    """Check checksums as S3 does, without forwarding what fails: a body that its
+    ``x-amz-checksum-<algorithm>`` header does not describe is answered ``400 BadDigest``, the
+    completion of an upload created with a checksum algorithm whose parts lack their checksums
+    ``400 InvalidRequest``. Moto 5.2.5 stores a part whatever its checksum header says and
+    completes without the part checksums; Ceph RGW 16 keeps no checksums at all."""
+    return _fault(CHECK_CHECKSUMS, operation, None)
+
+
+def refuse_checksums(operation: str = "*") -> Fault:
+    """Answer ``400 InvalidArgument`` to every request that carries an additional checksum or
+    names a checksum algorithm: a store that refuses S3's additional checksums outright."""
+    return _fault(REFUSE_CHECKSUMS, operation, None)
 
 
 def stuck_listing(
@@ -271,6 +363,16 @@ class _Plan:
     tampers: set[str] = field(default_factory=set)
     stuck_marker: str = ""
     hold: threading.Event | None = None
+    number: int = 0
+    strict_sse_c: bool = False
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """One request as the proxy received it: its operation and the headers it records."""
+
+    operation: str
+    headers: dict[str, str]
 
 
 # -- which S3 operation is this request? -------------------------------------------------------
@@ -373,6 +475,10 @@ class FaultProxy:
         self._counts: Counter[str] = Counter()
         self._copied = 0
         self._events: list[FaultEvent] = []
+        self._recorded_headers: tuple[str, ...] = ()
+        self._seen: list[SeenRequest] = []
+        #: paths of the objects created through the proxy with an SSE-C key
+        self._customer_keyed: set[str] = set()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._client = None
@@ -390,6 +496,7 @@ class FaultProxy:
                 self.seed = seed
             self.rules = list(rules)
             self._matched = [0] * len(self.rules)
+            self._uses = [0] * len(self.rules)  # requests of its operation an expire rule passed
             self._rngs = [random.Random(f"{self.seed}:{i}") for i in range(len(self.rules))]
 
     def release(self) -> None:
@@ -398,12 +505,28 @@ class FaultProxy:
             self._released.set()
 
     def reset(self) -> None:
-        """No rules, no counts, no events: a clean pass-through proxy again."""
+        """No rules, no counts, no events, no recorded requests: a clean pass-through proxy.
+        Which objects were created with an SSE-C key (:func:`strict_sse_c`) stays known."""
         self.set_rules([])
         with self._lock:
             self._counts.clear()
             self._events.clear()
             self._copied = 0
+            self._recorded_headers = ()
+            self._seen.clear()
+
+    def record_headers(self, *names: str) -> None:
+        """From now on keep every request's ``names`` headers (absent: not in its dict), in
+        :attr:`requests`: how a test sees what each request of a job carried."""
+        with self._lock:
+            self._recorded_headers = tuple(name.lower() for name in names)
+            self._seen.clear()
+
+    @property
+    def requests(self) -> list[SeenRequest]:
+        """The requests seen since :meth:`record_headers`, in arrival order (MotoApi left out)."""
+        with self._lock:
+            return list(self._seen)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -427,13 +550,25 @@ class FaultProxy:
         with self._lock:
             return list(self._events)
 
-    def _plan(self, operation: str) -> _Plan:
-        plan = _Plan()
+    def _plan(self, operation: str, headers: Mapping[str, str]) -> _Plan:
         with self._lock:
             self._counts[operation] += 1
             number = self._counts[operation]
+            plan = _Plan(number=number)
+            if self._recorded_headers and operation != "MotoApi":
+                kept = {h: headers[h] for h in self._recorded_headers if headers.get(h) is not None}
+                self._seen.append(SeenRequest(operation, kept))
             for i, rule in enumerate(self.rules):
                 if not rule.matches(operation):
+                    continue
+                if rule.action == REQUIRE_HEADER and _has_header(headers, rule):
+                    continue
+                if rule.action == REFUSE_CHECKSUMS and not _carries_checksum(headers):
+                    continue
+                if rule.action == STRICT_SSE_C:
+                    plan.strict_sse_c = True  # decided on the answer: an event if it refuses
+                    continue
+                if rule.action == EXPIRED_TOKEN and not self._expired(i, operation, headers):
                     continue
                 self._matched[i] += 1
                 chance = self._rngs[i].random()  # one draw per match keeps sequences aligned
@@ -457,6 +592,37 @@ class FaultProxy:
                     continue
                 self._events.append(FaultEvent(operation, number, rule.action))
         return plan
+
+    def _created(self, path: str, headers: Mapping[str, str]) -> None:
+        with self._lock:
+            if headers.get(SSE_C_HEADER) is not None:
+                self._customer_keyed.add(path)
+            else:
+                self._customer_keyed.discard(path)
+
+    def _misfit_sse_c(self, operation: str, number: int, path: str, headers) -> str | None:
+        """S3's refusal of a read whose SSE-C headers do not fit the object, as an event."""
+        keyed = headers.get(SSE_C_HEADER) is not None
+        with self._lock:
+            if keyed == (path in self._customer_keyed):
+                return None
+            self._events.append(FaultEvent(operation, number, STRICT_SSE_C))
+        if keyed:
+            return "The encryption parameters are not applicable to this object."
+        return (
+            "The object was stored using a form of Server Side Encryption. The correct "
+            "parameters must be provided to retrieve the object."
+        )
+
+    def _expired(self, i: int, operation: str, headers: Mapping[str, str]) -> bool:
+        """Is the request signed with the key of expire rule ``i``, and has the key expired?"""
+        rule = self.rules[i]
+        signed = _SIGNING_KEY.search(headers.get("authorization") or "")
+        if signed is None or signed[1] != rule.access_key:
+            return False
+        if rule.operation in ("*", operation):
+            self._uses[i] += 1
+        return self._uses[i] > rule.valid_for
 
     def upstream_client(self):
         """A boto3 client on the upstream (credentials from the environment), made once."""
@@ -580,7 +746,7 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         query = parse_qs(split.query, keep_blank_values=True)
         operation = s3_operation(self.command, split.path, query, self.headers)
-        plan = proxy._plan(operation)
+        plan = proxy._plan(operation, self.headers)
         throttle = _Throttle(plan.rate)
         body = self._read_body(throttle)
         if plan.delay_s or plan.hold is not None:
@@ -600,6 +766,13 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None and not failure.after:
             self._fail(failure)
             return
+        if CORRUPT_BODY in plan.tampers and body:
+            body = body[:-1] + bytes([body[-1] ^ 0xFF])
+        if CHECK_CHECKSUMS in plan.tampers and (
+            refusal := self._checksum_refusal(operation, split.path, query, body)
+        ):
+            self._error_reply(400, *refusal)
+            return
         try:
             status, reason, headers, payload = self._forward(body)
         except OSError as exc:
@@ -608,6 +781,13 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             self._fail(failure)
             return
+        if operation in OBJECT_CREATING and status == 200:
+            proxy._created(split.path, self.headers)
+        if plan.strict_sse_c and status in (200, 206):
+            misfit = proxy._misfit_sse_c(operation, plan.number, split.path, self.headers)
+            if misfit is not None:
+                self._error_reply(400, "InvalidRequest", escape(misfit))
+                return
         if IGNORE_CONDITIONS in plan.tampers and status == 412:
             status, reason, payload = 200, "OK", b""
             headers = [("ETag", BOGUS_ETAG), ("Content-Length", "0")]
@@ -635,6 +815,37 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = payload[start : start + throttle.chunk]
                 self.wfile.write(chunk)
                 throttle.tick(len(chunk))
+
+    def _checksum_refusal(
+        self, operation: str, path: str, query: Mapping[str, list[str]], body: bytes
+    ) -> tuple[str, str] | None:
+        """S3's error code and message for a request its checksums do not fit (see
+        :func:`check_checksums`); None if they fit."""
+        digest = _bad_digest(self.headers, body)
+        if digest is not None:
+            return "BadDigest", digest
+        if operation != "CompleteMultipartUpload":
+            return None
+        bucket, _, key = unquote(path).lstrip("/").partition("/")
+        upload_id = query["uploadId"][0]
+        listed = self.server.owner.upstream_client().list_multipart_uploads(
+            Bucket=bucket, Prefix=key
+        )
+        algorithm = next(
+            (
+                u.get("ChecksumAlgorithm")
+                for u in listed.get("Uploads", [])
+                if u["UploadId"] == upload_id
+            ),
+            None,
+        )
+        parts = re.findall(rb"<Part>.*?</Part>", body, flags=re.S)
+        if not algorithm or all(f"<Checksum{algorithm}>".encode() in p for p in parts):
+            return None
+        return "InvalidRequest", (
+            f"The upload was created using a {algorithm.lower()} checksum. The complete request "
+            "must include the checksum for each part."
+        )
 
     def _copy_size(self) -> int:
         """Bytes a successful copy moved: its range, or the size of the source object."""
@@ -723,7 +934,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         status, code, message = _ERRORS[fault.action]
-        self._error_reply(status, code, message)
+        shown = message.format(header=fault.header, value=fault.value)
+        self._error_reply(status, code, escape(shown))
 
     def _acknowledge_delete(self, body: bytes) -> None:
         if self.command != "POST":  # DeleteObject
@@ -771,6 +983,34 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+def _bad_digest(headers: Mapping[str, str], body: bytes) -> str | None:
+    """S3's message for a body that its ``x-amz-checksum-*`` header does not describe."""
+    for algorithm in checksums.COMPOSITE:
+        sent = headers.get(f"x-amz-checksum-{algorithm.lower()}")
+        if sent is not None and sent != checksums.checksum(algorithm, body):
+            return f"The {algorithm} you specified did not match the calculated checksum."
+    return None
+
+
+def _carries_checksum(headers: Mapping[str, str]) -> bool:
+    """A request names a checksum algorithm or carries a checksum (not: asks for one back)."""
+    return any(
+        name.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum-"))
+        and name.lower() != "x-amz-checksum-mode"
+        for name in headers
+    )
+
+
+def _has_header(headers: Mapping[str, str], rule: Fault) -> bool:
+    """Does a request satisfy a require-header rule (present, and equal to its value if any)?"""
+    found = headers.get(rule.header)
+    return found is not None and (not rule.value or found == rule.value)
+
+
+#: the access key id in a signature version 4 ``Authorization`` header
+_SIGNING_KEY = re.compile(r"Credential=([^/,\s]+)/")
 
 
 def _with_bogus_etag(

@@ -44,6 +44,8 @@ LOG_TAIL_LINES = 20
 # `rgw dns name` empty: path-style requests only, as boto3 sends them to an IP endpoint.
 # `rgw gc obj min wait`: deleted and overwritten data leaves memstore's RAM after a minute, not 2 h.
 # `mon data avail crit = 0`: the monitor does not shut itself down on a nearly full disk.
+# `rgw crypt ...`: SSE-KMS and SSE-C over plain http (RGW refuses SSE without TLS otherwise), the
+# KMS keys from the config (Ceph's "testing" backend): key RGW_TEST_KMS_KEY encrypts SSE-KMS tests.
 CEPH_CONF = """\
 [global]
 fsid = {fsid}
@@ -88,7 +90,15 @@ rgw frontends = beast endpoint=127.0.0.1:{port} tcp_nodelay=1
 rgw dns name =
 rgw gc obj min wait = 60
 rgw gc processor period = 60
+rgw crypt require ssl = false
+rgw crypt s3 kms backend = testing
+rgw crypt s3 kms encryption keys = {kms_key}={kms_key_bytes}
 """
+
+#: the KMS key id RGW's testing KMS backend knows (``encryption.key`` of SSE-KMS tests on RGW)
+RGW_TEST_KMS_KEY = "s3commit-test-key"
+#: its 32 key bytes, base64 (a fixed test value: the backend keeps keys in the config)
+RGW_TEST_KMS_KEY_BYTES = "czNjb21taXQtdGVzdC1rZXktMzItYnl0ZXMtbG9uZyE="
 
 
 class RGWServer(LocalS3Server):
@@ -154,6 +164,8 @@ class RGWServer(LocalS3Server):
                     port=self.port,
                     memstore_bytes=self.memstore_bytes,
                     rgw_name=RGW_NAME,
+                    kms_key=RGW_TEST_KMS_KEY,
+                    kms_key_bytes=RGW_TEST_KMS_KEY_BYTES,
                 )
             )
         monmap = self._path("monmap")
@@ -169,19 +181,9 @@ class RGWServer(LocalS3Server):
         self._spawn(f"osd.{OSD_ID}", "ceph-osd", "-i", OSD_ID)
         self._spawn(RGW_NAME, "radosgw", "-n", RGW_NAME)
         self._wait_for_http(deadline)
-        self._run(
-            deadline,
-            "radosgw-admin",
-            "user",
-            "create",
-            "--uid",
-            DUMMY_ENV["AWS_ACCESS_KEY_ID"],
-            "--display-name",
-            "s3commit test user",
-            "--access-key",
-            DUMMY_ENV["AWS_ACCESS_KEY_ID"],
-            "--secret-key",
-            DUMMY_ENV["AWS_SECRET_ACCESS_KEY"],
+        key = DUMMY_ENV["AWS_ACCESS_KEY_ID"]
+        self._create_user(
+            deadline, key, "s3commit test user", key, DUMMY_ENV["AWS_SECRET_ACCESS_KEY"]
         )
 
     def add_key(self, access_key: str, secret_key: str) -> None:
@@ -196,6 +198,33 @@ class RGWServer(LocalS3Server):
             DUMMY_ENV["AWS_ACCESS_KEY_ID"],
             "--key-type",
             "s3",
+            "--access-key",
+            access_key,
+            "--secret-key",
+            secret_key,
+        )
+
+    def add_user(self, uid: str, access_key: str, secret_key: str, caps: str = "") -> None:
+        """Another S3 user with its own key pair and admin ``caps`` (e.g. ``user-policy=*``:
+        it may then attach IAM user policies through RGW's IAM API). A user that does not own
+        the bucket gets only what its user policy allows, as an IAM user on AWS does."""
+        deadline = time.monotonic() + self.timeout
+        self._create_user(deadline, uid, uid, access_key, secret_key)
+        if caps:
+            self._run(deadline, "radosgw-admin", "caps", "add", "--uid", uid, "--caps", caps)
+
+    def _create_user(
+        self, deadline: float, uid: str, name: str, access_key: str, secret_key: str
+    ) -> None:
+        self._run(
+            deadline,
+            "radosgw-admin",
+            "user",
+            "create",
+            "--uid",
+            uid,
+            "--display-name",
+            name,
             "--access-key",
             access_key,
             "--secret-key",
