@@ -134,6 +134,23 @@ def main(spec: dict) -> dict:
     for committer in COMMITTERS[1:]:
         scenario(f"ds-{committer}", lambda c=committer: data_source(c))
 
+    # the production S3 options of the spec (encryption, checksums), through both APIs
+    production = spec["production"]
+    scenario(
+        "wc-production",
+        lambda: {
+            "rows": write_committed(
+                frame(), f"{base}/wc-production", committer="magic", options=production
+            ).rows
+        },
+    )
+
+    def data_source_production():
+        save(frame(), f"{base}/ds-production", committer="directory", **production)
+        return {"rows": read_result(f"{base}/ds-production", production).rows}
+
+    scenario("ds-production", data_source_production)
+
     scenario(
         "wc-fail",
         lambda: write_committed(

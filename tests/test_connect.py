@@ -8,10 +8,12 @@ their own boto3 client, what the scenarios left on S3.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import boto3
 import pyarrow as pa
 import pytest
 from conftest import (
@@ -26,6 +28,7 @@ from conftest import (
 from connect_scenarios import COMMITTERS, as_text, sample_rows
 
 from s3commit_sdk import UnsupportedSessionError, write_committed
+from s3commit_sdk.testing.rgw import RGW_TEST_KMS_KEY
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
@@ -40,6 +43,8 @@ class ConnectRun:
     results: dict[str, dict]
     #: what the child printed (its stdout and stderr descriptors, the JVM's included)
     output: str
+    #: what the child was asked to run
+    spec: dict
 
     def ok(self, name: str) -> dict:
         outcome = self.results[name]
@@ -59,10 +64,43 @@ def connect(s3_server, s3, tmp_path_factory):
     for name in ("wc-fail", "ds-fail"):
         s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
     work = tmp_path_factory.mktemp("connect")
-    spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "results.json")}
+    spec = {
+        "base": f"s3://{BUCKET}/{prefix}",
+        "out": str(work / "results.json"),
+        "production": production_options(s3_server),
+    }
     results = run_connect_child(SCRIPT, spec, s3_server, work, timeout=900)
-    yield ConnectRun(prefix, results, (work / "child.log").read_text())
+    yield ConnectRun(prefix, results, (work / "child.log").read_text(), spec)
     assert pending_uploads(s3, prefix + "/") == []
+
+
+def production_options(s3_server) -> dict[str, str]:
+    """SSE-KMS with a key the server knows (moto's KMS service, RGW's testing backend), and
+    CRC32 checksums where the server keeps them (RGW 16 does not: its jobs would be refused)."""
+    if s3_server.kind == "rgw":
+        return {"encryption.algorithm": "SSE-KMS", "encryption.key": RGW_TEST_KMS_KEY}
+    kms = boto3.client("kms", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    key = kms.create_key(Description="s3commit connect tests")["KeyMetadata"]["KeyId"]
+    return {"encryption.algorithm": "SSE-KMS", "encryption.key": key, "checksum.algorithm": "CRC32"}
+
+
+@pytest.mark.parametrize("api", ["wc", "ds"])
+def test_production_options_on_connect(connect, s3, api):
+    """Options set on a Connect session's writes reach every task: each data file carries the
+    KMS encryption (and, on moto, its CRC32 checksum), and ``_SUCCESS`` records them."""
+    options = connect.spec["production"]
+    assert connect.ok(f"{api}-production")["rows"] == 60
+    prefix = f"{connect.prefix}/{api}-production/"
+    data = [k for k in visible_keys(s3, prefix) if k.endswith(".parquet")]
+    assert data
+    for key in data:
+        head = s3.head_object(Bucket=BUCKET, Key=key, ChecksumMode="ENABLED")
+        assert head["ServerSideEncryption"] == "aws:kms", key
+        assert head["SSEKMSKeyId"].endswith(options["encryption.key"]), key
+        if "checksum.algorithm" in options:
+            assert head.get("ChecksumCRC32"), key
+    success = json.loads(s3.get_object(Bucket=BUCKET, Key=prefix + "_SUCCESS")["Body"].read())
+    assert success["requestOptions"]["encryption.algorithm"] == "aws:kms"
 
 
 def expected(n: int = 60, day0: int = 1) -> list[tuple]:
