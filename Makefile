@@ -2,7 +2,7 @@
 #
 # Each target installs only what it needs, once (a stamp per set of extras in the venv):
 #   make demo / setup   Java 17+ and the venv with the spark, notebook, testing, delta extras
-#   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), the dev extra
+#   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), PostgreSQL, the dev extra
 #   make lint           the dev extra (ruff) only
 #   make bench          adds Ceph's radosgw and the bench extra
 # System packages come from apt-get when there is one; elsewhere make names them and stops.
@@ -37,10 +37,17 @@ WHY_rgw  = the Ceph radosgw with a monitor and an OSD: the second S3 server of t
 APT_rgw  = --no-install-recommends ceph-mon ceph-osd radosgw
 MAC_rgw  = no Homebrew package: run the suite on moto alone, S3COMMIT_TEST_ENDPOINTS=moto make test
 
+HAVE_postgres = command -v initdb || for f in /usr/lib/postgresql/*/bin/initdb \
+	/opt/homebrew/opt/postgresql@*/bin/initdb /usr/local/opt/postgresql@*/bin/initdb; do \
+	[ -x "$$f" ] && break; done
+WHY_postgres  = PostgreSQL's server: the Iceberg SQL catalog's database in the test suite
+APT_postgres  = --no-install-recommends postgresql
+MAC_postgres  = brew install postgresql@17 (testing/postgres.py finds its bin directory)
+
 # What each target needs. The suite's RGW runs are skipped when S3COMMIT_TEST_ENDPOINTS names
 # only moto, its browser test when S3COMMIT_SKIP_BROWSER=1.
 DEMO_NEEDS  := java
-TEST_NEEDS  := java $(if $(filter 1,$(S3COMMIT_SKIP_BROWSER)),,chromium) \
+TEST_NEEDS  := java postgres $(if $(filter 1,$(S3COMMIT_SKIP_BROWSER)),,chromium) \
 	$(if $(findstring rgw,$(or $(S3COMMIT_TEST_ENDPOINTS),rgw)),rgw)
 BENCH_NEEDS := java rgw
 

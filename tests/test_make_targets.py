@@ -30,6 +30,7 @@ DEMO_EXTRAS = {"spark", "notebook", "testing", "delta"}
 JAVA = {"openjdk-17-jre-headless"}
 CHROMIUM = {"chromium"}
 CEPH = {"ceph-mon", "ceph-osd", "radosgw"}
+POSTGRES = {"postgresql"}
 #: make's own variables, set when the suite itself runs under `make test`
 MAKE_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 #: what chooses the test target's needs (tests/conftest.py, tests/test_browser.py)
@@ -67,7 +68,7 @@ def apt_packages(plan: str) -> set[str]:
     [
         ("setup", DEMO_EXTRAS, JAVA),
         ("demo", DEMO_EXTRAS, JAVA),
-        ("test", DEMO_EXTRAS | {"dev", "docs"}, JAVA | CHROMIUM | CEPH),
+        ("test", DEMO_EXTRAS | {"dev", "docs"}, JAVA | CHROMIUM | CEPH | POSTGRES),
         ("test-fast", DEMO_EXTRAS | {"dev"}, JAVA),
         ("lint", {"dev"}, set()),
         ("docs", DEMO_EXTRAS | {"docs"}, set()),
@@ -86,10 +87,10 @@ def test_make_demo_runs_the_demo_and_the_suite_says_how_long_it_takes(tmp_path):
     assert "about 30-35 minutes on 2 cores" in test and "make test-fast: about 2" in test
 
 
-def test_the_suite_on_moto_without_the_browser_needs_only_java(tmp_path):
+def test_the_suite_on_moto_without_the_browser_needs_only_java_and_postgresql(tmp_path):
     skips = {"S3COMMIT_TEST_ENDPOINTS": "moto", "S3COMMIT_SKIP_BROWSER": "1"}
     plan = dry_run("test", tmp_path / "venv", **skips)
-    assert apt_packages(plan) == JAVA
+    assert apt_packages(plan) == JAVA | POSTGRES
 
 
 def test_make_test_after_make_setup_installs_only_the_dev_and_docs_extras(tmp_path):

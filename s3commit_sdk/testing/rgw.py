@@ -288,12 +288,12 @@ class RGWServer(LocalS3Server):
         sections = [f"RGWServer start-up failed: {what}"]
         if output:
             text = output.decode(errors="replace") if isinstance(output, bytes) else output
-            sections.append(_tail("output", text))
+            sections.append(log_tail("output", text))
         for name in daemons or reversed(self.daemons):
             for suffix in (".log", ".out"):
                 try:
                     with open(self._path("log", name + suffix), errors="replace") as log:
-                        sections.append(_tail(name + suffix, log.read()))
+                        sections.append(log_tail(name + suffix, log.read()))
                 except OSError:
                     pass
         raise RuntimeError("\n".join(sections))
@@ -336,7 +336,7 @@ def _end(process: subprocess.Popen, grace: float) -> None:
     process.wait()
 
 
-def _tail(title: str, text: str) -> str:
+def log_tail(title: str, text: str) -> str:
     """The log's error lines, then its last lines: a daemon that crashes on its way out (a bind
     failure often ends in abort()) pushes the line that says why out of a plain tail."""
     lines = text.rstrip().splitlines()
