@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..formats import PendingSet, PendingUpload
 from ..journal_trust import commit_is_the_jobs
-from ..store.s3 import _retry_kind
+from ..store.s3 import THROTTLING, _retry_kind
 from .cleanup import release, remove_job_files, stop_attempts
 from .commit_run import CommitRun
 
@@ -186,22 +186,26 @@ def remove_leftovers(
     """:func:`_remove_leftovers_once`, retried as a whole while S3 throttles it.
 
     Each request has its retry budget (``retry.throttle.limit``); under a storm an abort can
-    exhaust it. The clean-up is idempotent, so it runs again, up to that many times with the
-    same backoff and within ``retry.throttle.max-duration``; then the last failure is raised.
+    exhaust it. The clean-up is idempotent, so it runs again, with the budget of the failure
+    that stopped it (``retry.throttle.limit`` for throttling and broken connections,
+    ``retry.max-attempts`` for other transient errors), the same backoff and within
+    ``retry.throttle.max-duration``; then the last failure is raised.
     """
     policy = committer.store.settings.retry
     started = time.monotonic()
-    for attempt in range(1, policy.throttle_limit + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return _remove_leftovers_once(committer, received, committed)
         except StoreError as exc:
+            kind = _retry_kind(exc.__cause__)
+            budget = policy.throttle_limit if kind in THROTTLING else policy.max_attempts
             pause = policy.backoff(attempt - 1, policy.throttle_interval_s)
             spent = time.monotonic() - started + pause
-            last = attempt == policy.throttle_limit or spent > policy.max_duration_s
-            if last or _retry_kind(exc.__cause__) is None:
+            if kind is None or attempt >= budget or spent > policy.max_duration_s:
                 raise
             time.sleep(pause)
-    raise AssertionError("retry.throttle.limit is at least 1")
 
 
 def _remove_leftovers_once(

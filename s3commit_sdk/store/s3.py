@@ -48,6 +48,8 @@ _THROTTLE_CODES = {
 }
 _TRANSIENT_CODES = {"InternalError", "RequestTimeout", "ServiceUnavailable", "500", "502", "504"}
 _BACKOFF_CAP_S = 20.0
+#: the retry kinds with the throttling budget (``retry.throttle.limit``)
+THROTTLING = ("throttled", "connection")
 _CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
@@ -332,7 +334,7 @@ class S3Store:
             except botocore.exceptions.BotoCoreError as exc:
                 failure, code = exc, None
                 kind = _retry_kind(exc)
-            if kind == "throttled" or kind == "connection":
+            if kind in THROTTLING:
                 throttled += 1
                 retry = throttled < policy.throttle_limit
                 pause = policy.backoff(throttled - 1, policy.throttle_interval_s)

@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +37,8 @@ MON_ID = "a"
 OSD_ID = "0"
 RGW_NAME = "client.rgw"
 LOG_TAIL_LINES = 20
+#: attempts of an admin command that radosgw-admin cancels (exit ECANCELED) on a metadata race
+CANCELED_ATTEMPTS = 5
 
 # One node: pools of size 1 with few PGs, no cephx (S3 signatures are still checked).
 # `ms mon client mode = crc`: without it radosgw waits 5 minutes for the monitor's config.
@@ -125,6 +128,8 @@ class RGWServer(LocalS3Server):
         self.dir: str | None = None
         self.daemons: dict[str, subprocess.Popen] = {}  # ceph name -> process, in start order
         self._owner_pid = os.getpid()
+        #: admin commands that change users, one at a time (threads of one test may add keys)
+        self._admin = threading.Lock()
 
     @property
     def pids(self) -> dict[str, int]:
@@ -189,29 +194,31 @@ class RGWServer(LocalS3Server):
     def add_key(self, access_key: str, secret_key: str) -> None:
         """A second key pair for the test user: RGW checks signatures, so a test that needs
         credentials of its own (e.g. a secret it can search outputs for) registers them."""
-        self._run(
-            time.monotonic() + self.timeout,
-            "radosgw-admin",
-            "key",
-            "create",
-            "--uid",
-            DUMMY_ENV["AWS_ACCESS_KEY_ID"],
-            "--key-type",
-            "s3",
-            "--access-key",
-            access_key,
-            "--secret-key",
-            secret_key,
-        )
+        with self._admin:
+            self._run(
+                time.monotonic() + self.timeout,
+                "radosgw-admin",
+                "key",
+                "create",
+                "--uid",
+                DUMMY_ENV["AWS_ACCESS_KEY_ID"],
+                "--key-type",
+                "s3",
+                "--access-key",
+                access_key,
+                "--secret-key",
+                secret_key,
+            )
 
     def add_user(self, uid: str, access_key: str, secret_key: str, caps: str = "") -> None:
         """Another S3 user with its own key pair and admin ``caps`` (e.g. ``user-policy=*``:
         it may then attach IAM user policies through RGW's IAM API). A user that does not own
         the bucket gets only what its user policy allows, as an IAM user on AWS does."""
         deadline = time.monotonic() + self.timeout
-        self._create_user(deadline, uid, uid, access_key, secret_key)
-        if caps:
-            self._run(deadline, "radosgw-admin", "caps", "add", "--uid", uid, "--caps", caps)
+        with self._admin:
+            self._create_user(deadline, uid, uid, access_key, secret_key)
+            if caps:
+                self._run(deadline, "radosgw-admin", "caps", "add", "--uid", uid, "--caps", caps)
 
     def _create_user(
         self, deadline: float, uid: str, name: str, access_key: str, secret_key: str
@@ -238,17 +245,23 @@ class RGWServer(LocalS3Server):
     def _run(self, deadline: float, program: str, *args: str) -> None:
         """One Ceph command, bounded by the start-up deadline; its output goes into errors."""
         command = [program, "-c", self._path("ceph.conf"), *args]
-        try:
-            done = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                cwd=self.dir,
-                timeout=max(deadline - time.monotonic(), 0.1),
-            )
-        except subprocess.TimeoutExpired as exc:
-            self._fail(f"`{' '.join(command)}` did not finish in time", exc.stderr)
+        for attempt in range(CANCELED_ATTEMPTS):
+            try:
+                done = subprocess.run(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    cwd=self.dir,
+                    timeout=max(deadline - time.monotonic(), 0.1),
+                )
+            except subprocess.TimeoutExpired as exc:
+                self._fail(f"`{' '.join(command)}` did not finish in time", exc.stderr)
+            # ECANCELED: radosgw-admin lost a race on the user's metadata object (another key
+            # created meanwhile); it changed nothing, and the same command is made again
+            if done.returncode != errno.ECANCELED or attempt == CANCELED_ATTEMPTS - 1:
+                break
+            time.sleep(0.1 * (attempt + 1))
         if done.returncode != 0:
             self._fail(f"`{' '.join(command)}` exited with {done.returncode}", done.stderr)
 
