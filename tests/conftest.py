@@ -198,6 +198,23 @@ def wait_for_request(proxy, operation: str, count: int, job) -> None:
         time.sleep(0.02)
 
 
+def children_named(names: set[str]) -> set[int]:
+    """Processes of these names (``/proc/<pid>/comm``) that are children of this process,
+    alive or not yet reaped: what a server launcher must not leave behind."""
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and name in names:
+            found.add(int(entry))
+    return found
+
+
 def download(s3, prefix: str, target) -> str:
     """Copy every object under a prefix to a local directory, for readers that need a path."""
     for key in list_keys(s3, prefix + "/"):

@@ -19,6 +19,7 @@ import time
 import psycopg2
 import pytest
 import sqlalchemy as sa
+from conftest import children_named
 
 from s3commit_sdk.testing.postgres import PostgresServer, PostgresServerError
 
@@ -42,18 +43,7 @@ def running(pid: int) -> bool:
 
 def postgres_children() -> set[int]:
     """postgres processes that are children of this process (postmasters), not yet reaped."""
-    found = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as comm:
-                name = comm.read().strip()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and name == "postgres":
-            found.add(int(entry))
-    return found
+    return children_named({"postgres"})
 
 
 def server_dirs() -> set[str]:

@@ -13,6 +13,7 @@ import socket
 
 import botocore.exceptions
 import pytest
+from conftest import children_named
 
 from s3commit_sdk.testing.rgw import RGWServer
 
@@ -40,20 +41,7 @@ def s3(rgw):
 
 def ceph_children() -> set[int]:
     """Ceph daemons that are children of this process, alive or not yet reaped."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as comm:
-                name = comm.read().strip()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and name in CEPH_DAEMONS:
-            found.add(int(entry))
-    return found
+    return children_named(CEPH_DAEMONS)
 
 
 def test_put_and_get_object(s3):
