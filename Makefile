@@ -1,7 +1,7 @@
 # s3commit_sdk: everything runs from a local virtualenv built from pyproject.toml.
 #
 # Each target installs only what it needs, once (a stamp per set of extras in the venv):
-#   make demo / setup   Java 17+ and the venv with the spark, notebook, testing, delta extras
+#   make demo / setup   Java 17+ and the venv with the spark, notebook, testing, delta, iceberg extras
 #   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), PostgreSQL, the dev extra
 #   make lint           the dev extra (ruff) only
 #   make bench          adds Ceph's radosgw and the bench extra
@@ -84,8 +84,8 @@ system-deps-bench:
 	$(call system_check,$(BENCH_NEEDS))
 
 # ---- the virtualenv: one stamp per set of extras -------------------------------------------
-EXTRAS_demo  := spark,notebook,testing,delta
-WHY_demo     := Spark, the widgets, the local S3 server and Delta output: make demo and the notebooks
+EXTRAS_demo  := spark,notebook,testing,delta,iceberg
+WHY_demo     := Spark, the widgets, the local S3 server, Delta and Iceberg output: make demo and the notebooks
 EXTRAS_dev   := dev
 WHY_dev      := pytest, nbval, papermill, voila, jupyterlab, playwright, ruff: the test suite and lint
 AFTER_dev     = $(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null

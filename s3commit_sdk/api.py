@@ -254,7 +254,12 @@ def new_job(
         )
     case_sensitive = (conf or {}).get("spark.sql.caseSensitive", "false").lower() == "true"
     check_schema(schema, columns, file_format(format), case_sensitive)
-    table = delta_table_schema(schema, columns, committer) if format == "delta" else None
+    settings = S3Settings.resolve(resolved, provider=credentials_provider)
+    table = None
+    if format == "delta":
+        table = delta_table_schema(schema, columns, committer)
+    elif format == "iceberg":
+        table = iceberg_table_shape(location, resolved, settings, schema, columns, committer)
     data = file_schema(pa.schema([f for f in schema if f.name not in columns]))
     return JobContext(
         location=location,
@@ -263,10 +268,32 @@ def new_job(
         partition_by=columns,
         format=format,
         options=resolved,
-        settings=S3Settings.resolve(resolved, provider=credentials_provider),
+        settings=settings,
         table_schema=table,
         data_schema=data,
     )
+
+
+def iceberg_table_shape(
+    location: Any,
+    options: Any,
+    settings: S3Settings,
+    schema: pa.Schema,
+    columns: tuple[str, ...],
+    committer: str,
+) -> str:
+    """The Iceberg table's shape every task writes against (:mod:`.iceberg.schema`): the
+    existing table's, once the data fits it, else a new one; read from the catalog here, on
+    the driver, before any task runs."""
+    from .iceberg.catalog import CatalogConfig
+    from .iceberg.schema import check_committer as check_iceberg_committer
+    from .iceberg.schema import require_pyiceberg
+    from .iceberg.table import IcebergLog
+
+    check_iceberg_committer(committer)
+    require_pyiceberg()
+    log = IcebergLog(location, settings, CatalogConfig.of(options, location))
+    return log.shape(schema, columns).to_json()
 
 
 def _local_input(df: Any):

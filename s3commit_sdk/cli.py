@@ -393,6 +393,10 @@ def _success(args, options, now, out: TextIO) -> int:
     if shown and "deltaVersion" in shown:
         version, removed = shown["deltaVersion"], shown.get("deltaRemovedFiles", 0)
         print(f"Delta table   version {version}, {removed} files removed", file=out)
+    if shown and "icebergSnapshotId" in shown:
+        snapshot, removed = shown["icebergSnapshotId"], shown.get("icebergRemovedFiles", 0)
+        table = shown.get("icebergTable", "")
+        print(f"Iceberg table {table}, snapshot {snapshot}, {removed} files removed", file=out)
     return EXIT_OK
 
 

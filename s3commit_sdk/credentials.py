@@ -147,6 +147,23 @@ class _Generation:
     lives (:func:`hold_secrets`)."""
 
 
+def fixed_keys(settings: Any) -> tuple[str, str, str | None] | None:
+    """(access key, secret key, token) as the store resolves them (explicit keys, a provider,
+    the profile, the environment or an instance role), for clients outside boto3 (delta-rs,
+    pyiceberg's file IO) that take fixed keys; None where none are found."""
+    if settings.access_key and settings.secret_key:
+        return settings.access_key, settings.secret_key, settings.session_token
+    if settings.credentials_provider is not None:
+        session = provider_session(settings.credentials_provider)
+    else:
+        session = boto3.session.Session(profile_name=settings.profile)
+    found = session.get_credentials()
+    if found is None:
+        return None
+    frozen = found.get_frozen_credentials()
+    return frozen.access_key, frozen.secret_key, frozen.token
+
+
 class _ProviderCalls:
     """Calls one provider and reads what it returns, as botocore's refresh function too.
 

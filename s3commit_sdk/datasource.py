@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -202,6 +203,7 @@ class ReadOptions:
     split_bytes: int
     settings: S3Settings
     version: int | None = None  # versionAsOf: a Delta table's version
+    iceberg: Any = None  # format iceberg: the table and snapshot (iceberg.read.IcebergRead)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -214,16 +216,27 @@ class ReadOptions:
         zone = given.pop("timezone", "UTC")
         split = parse_size("maxPartitionBytes", given.pop("maxpartitionbytes", _DEFAULT_SPLIT))
         provider = given.pop("credentials_provider", None)
+        snapshot, as_of = given.pop("snapshotid", None), given.pop("asoftimestamp", None)
         resolved = resolve_options(given)
         settings = S3Settings.resolve(resolved, provider=provider)
-        return cls(parse_s3_url(path), fmt, zone, split, settings, version)
+        iceberg = None
+        if fmt == "iceberg":
+            from .iceberg.read import IcebergRead
+
+            iceberg = IcebergRead.parse(resolved, snapshot, as_of)
+        elif snapshot is not None or as_of is not None:
+            raise InvalidArgumentError(
+                "snapshotId and asOfTimestamp read a snapshot of an Iceberg table: give "
+                ".option('format', 'iceberg')"
+            )
+        return cls(parse_s3_url(path), fmt, zone, split, settings, version, iceberg)
 
     @property
     def store(self):
         return store_for(self.settings)
 
     def list(self) -> Listing:
-        return list_table(self.store, self.location, self.format, self.version)
+        return list_table(self.store, self.location, self.format, self.version, self.iceberg)
 
 
 def _version_as_of(text: str | None) -> int | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import layout
 from .errors import UNCHANGED_VISIBLE, InvalidPathError, JournalTrustError, PendingSetError
@@ -38,7 +38,7 @@ PART_ETAG = re.compile(r'"[0-9a-f]{32}"|[0-9a-f]{32}', re.I)
 #: An upload id: opaque, but one printable token.
 UPLOAD_ID = re.compile(r"[!-~]{1,1024}")
 #: Formats whose job commit takes no destination marker (``S3Committer.locks_destination``).
-TABLE_FORMATS = ("delta",)
+TABLE_FORMATS = ("delta", "iceberg")
 
 
 class _Refusal:
@@ -154,12 +154,26 @@ def check_marker(
     )
 
 
-def table_commit_of(store: S3Store, location: S3Location, journal: Journal):
-    """The Delta version holding the journal's job, or None (delta-rs is imported only here)."""
+def table_commit_of(
+    store: S3Store, location: S3Location, journal: Journal, options: Any = None
+) -> str | None:
+    """Where the journal's job landed in its table (``"version 3 of the Delta table at
+    s3://..."``), or None. The table format's package is imported only here; ``options``
+    (resolved) may name the Iceberg catalog's URI where the journal's lacks its password."""
+    if journal.format == "iceberg":
+        from .iceberg.table import IcebergLog
+
+        found = IcebergLog.from_journal(journal, location, store.settings, options).committed(
+            journal.jobId
+        )
+        return None if found is None else found.describe()
     from .delta.table import READ_VERSION_KEY, DeltaLog
 
     log = DeltaLog(location, store.settings, store)
-    return log.committed(journal.jobId, journal.extraData.get(READ_VERSION_KEY))
+    done = log.committed(journal.jobId, journal.extraData.get(READ_VERSION_KEY))
+    if done is None:
+        return None
+    return f"version {done.version} of the Delta table at {location.url()}"
 
 
 def check_resumed(run: CommitRun) -> None:

@@ -40,7 +40,7 @@ S3CommitterName = Literal["directory", "partitioned", "magic"]
 RenameCommitterName = Literal["manifest", "file"]
 CommitterName = Literal[S3CommitterName, RenameCommitterName]
 ConflictMode = Literal["fail", "append", "replace"]
-OutputFormat = Literal["parquet", "orc", "csv", "json", "delta"]
+OutputFormat = Literal["parquet", "orc", "csv", "json", "delta", "iceberg"]
 #: where a write's tasks run: this process (pandas / Arrow input) or Spark (classic or Connect)
 Engine = Literal["local", "spark"]
 
@@ -59,6 +59,9 @@ SAVE_MODES: dict[str, ConflictMode] = {
 }
 
 HADOOP_PREFIX = "fs.s3a.committer."
+#: options naming a property of the Iceberg catalog: ``iceberg.catalog.<property>``
+ICEBERG_PROPERTY_PREFIX = "iceberg.catalog."
+ICEBERG_CATALOG_TYPES = ("sql", "rest", "glue")
 SPARK_CONF_PREFIX = "spark.hadoop." + HADOOP_PREFIX
 
 
@@ -212,6 +215,18 @@ def parse_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return text
 
 
+def parse_table_name(name: str, value: Any) -> str:
+    """An Iceberg table identifier: ``namespace.name`` (the namespace may be nested)."""
+    text = str(value).strip()
+    if "." not in text or any(not part.strip() for part in text.split(".")):
+        raise InvalidOptionError(
+            f"option {name!r} is {value!r}: give the table as namespace.name, such as "
+            "'analytics.events'",
+            option=name,
+        )
+    return text
+
+
 def _parse_algorithm(name: str, value: Any) -> int:
     return int(parse_choice(name, value, ("1", "2")))
 
@@ -299,6 +314,11 @@ class CommitOptions(AccessKeys):
     acl: str | None = None
     requester_pays: bool = False
     checksum_algorithm: str | None = None
+    iceberg_catalog_type: str = "sql"
+    iceberg_catalog_uri: str | None = field(default=None, repr=False)
+    iceberg_table: str | None = None
+    #: ``iceberg.catalog.<property>`` options: (property, value) pairs, secrets possibly
+    iceberg_catalog: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def public(self) -> dict[str, Any]:
         """The options as written into ``_SUCCESS``: the registry's secrets left out."""
@@ -671,6 +691,43 @@ REGISTRY: tuple[OptionSpec, ...] = (
         s3a_name="fs.s3a.create.checksum.algorithm",
         shown_default="none",
     ),
+    OptionSpec(
+        "iceberg.catalog.type",
+        "iceberg_catalog_type",
+        partial(parse_choice, choices=ICEBERG_CATALOG_TYPES),
+        "the Iceberg catalog that commits each job's snapshot: `sql` (a sqlite file or a "
+        "database such as PostgreSQL, by `iceberg.catalog.uri`), `rest` or `glue`",
+        formats=("iceberg",),
+    ),
+    OptionSpec(
+        "iceberg.catalog.uri",
+        "iceberg_catalog_uri",
+        parse_text,
+        "the catalog's URI: a SQLAlchemy URI for `sql` (`sqlite:////path/catalog.db`, "
+        "`postgresql+psycopg2://user:password@host/db`), the server's URL for `rest`; kept "
+        "out of `_SUCCESS` (the journal records it without its password)",
+        formats=("iceberg",),
+        shown_default="`sqlite:///<working directory>/s3commit-iceberg.db` for `sql`",
+        secret=True,
+    ),
+    OptionSpec(
+        "iceberg.table",
+        "iceberg_table",
+        parse_table_name,
+        "the table in the catalog, `namespace.name`; its location is the destination path",
+        formats=("iceberg",),
+        shown_default="`default.<the path's last segment>`",
+    ),
+    OptionSpec(
+        ICEBERG_PROPERTY_PREFIX + "<property>",
+        "iceberg_catalog",
+        lambda name, value: ((name.split(ICEBERG_PROPERTY_PREFIX, 1)[1], parse_text(name, value)),),
+        "any other pyiceberg catalog property, such as `iceberg.catalog.warehouse` or "
+        "`iceberg.catalog.glue.endpoint`; kept out of `_SUCCESS` (they may hold tokens)",
+        formats=("iceberg",),
+        shown_default="none",
+        secret=True,
+    ),
 )
 OPTION_NAMES = tuple(sorted(spec.name for spec in REGISTRY))
 #: every spelling of an option: its name and its Hadoop name
@@ -682,9 +739,12 @@ _SPELLINGS = {
 
 def option_spec(name: object) -> OptionSpec:
     """The option ``name`` spells (with or without ``fs.s3a.committer.``); an unknown name is
-    refused naming the nearest."""
+    refused naming the nearest. ``iceberg.catalog.<property>`` names a catalog property."""
     if isinstance(name, str) and name in _SPELLINGS:
         return _SPELLINGS[name]
+    bare = name.removeprefix(HADOOP_PREFIX) if isinstance(name, str) else ""
+    if bare.startswith(ICEBERG_PROPERTY_PREFIX) and bare[len(ICEBERG_PROPERTY_PREFIX) :].strip():
+        return _SPELLINGS[ICEBERG_PROPERTY_PREFIX + "<property>"]
     raise UnknownOptionError(
         f"unknown option {name!r};{did_you_mean(name, _SPELLINGS)} known options: "
         f"{', '.join(OPTION_NAMES)}"
@@ -736,11 +796,11 @@ def check_combination(
             "unique file names to append, or use 'replace' or 'fail'",
             option="staging.unique-filenames",
         )
-    if not options.unique_filenames and format == "delta":
+    if not options.unique_filenames and format in ("delta", "iceberg"):
         raise InvalidOptionError(
-            "staging.unique-filenames=false with format='delta' would overwrite the files "
+            f"staging.unique-filenames=false with format={format!r} would overwrite the files "
             "older versions of the table still name (part-00000-c000...), breaking time "
-            "travel: keep unique file names for a Delta table",
+            "travel: keep unique file names for a table",
             option="staging.unique-filenames",
         )
 
@@ -759,6 +819,10 @@ def _parse_source(source: Mapping[str, Any] | None) -> dict[str, Any]:
     for raw_name, value in source.items():
         spec = option_spec(raw_name)
         parsed = spec.parse(raw_name, value)  # its errors name the option as it was given
+        if spec.attribute == "iceberg_catalog":  # one option per catalog property
+            parsed = tuple(sorted({**dict(values.get(spec.attribute, ())), **dict(parsed)}.items()))
+            values[spec.attribute], spelled[spec.attribute] = parsed, raw_name
+            continue
         if spec.attribute in values and values[spec.attribute] != parsed:
             raise InvalidArgumentError(
                 f"options {spelled[spec.attribute]!r} and {raw_name!r} are both given, with "

@@ -99,6 +99,8 @@ class WrittenFile(TaskFile):
 
     #: a Parquet file's footer (pyarrow FileMetaData): the statistics a table format records
     footer: Any = field(default=None, compare=False, repr=False)
+    #: the partition values as the data holds them (not as text): what Iceberg records
+    values: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,7 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
     uploads = state.store.list_pending(bucket, location.dir_prefix)
     journal = state.journal
     missing: list[str] = []  # what the job's replace already deleted
-    if journal is not None and journal.format == "delta":
+    if journal is not None and journal.format in journal_trust.TABLE_FORMATS:
         _refuse_abort_of_committed_table_job(state, journal)
     if journal is not None:
         journal_key = layout.journal_key(location, job_id)
@@ -391,7 +391,7 @@ def _unfinished_table_job(
             journal = Journal.from_json(store.get(location.bucket, info.key))
         except PendingSetError:
             continue  # unreadable: its uploads are left to `s3commit uploads abort`
-        if journal.format != "delta":
+        if journal.format not in journal_trust.TABLE_FORMATS:
             continue  # a marker stands for every other job's journal
         try:
             journal_trust.check_journal(journal, info.key, location, job_id)
@@ -409,19 +409,17 @@ def _unfinished_table_job(
 
 
 def _refuse_abort_of_committed_table_job(state: _Unfinished, journal: Journal) -> None:
-    """A Delta job whose transaction landed is committed: deleting its files would break the
-    table. Rolling it back is Delta's business (time travel, RESTORE), not ours."""
-    from .delta.table import READ_VERSION_KEY, DeltaLog
-
-    log = DeltaLog(state.location, state.store.settings, state.store)
-    done = log.committed(journal.jobId, journal.extraData.get(READ_VERSION_KEY))
+    """A table job whose commit landed is committed: deleting its files would break the
+    table. Rolling it back is the table format's business (time travel, RESTORE, rollback to
+    a snapshot), not ours."""
+    done = journal_trust.table_commit_of(state.store, state.location, journal, state.options)
     if done is not None:
         url = state.location.url()
         raise CommitError(
-            f"job {journal.jobId} is already committed as version {done.version} of the Delta "
-            f"table at {url}: there is nothing to roll back, and deleting its files would break "
-            f"the table. Nothing was changed. `s3commit recover {url}` finishes its clean-up; "
-            "Delta's time travel (or RESTORE) undoes the version.",
+            f"job {journal.jobId} is already committed as {done}: there is nothing to roll "
+            f"back, and deleting its files would break the table. Nothing was changed. "
+            f"`s3commit recover {url}` finishes its clean-up; the table format's time travel "
+            "(Delta's RESTORE, Iceberg's rollback to a snapshot) undoes it.",
             destination=url,
             job_id=journal.jobId,
             visible=ALL_VISIBLE,

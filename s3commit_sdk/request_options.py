@@ -72,6 +72,7 @@ _CHECKSUM_READS = frozenset({"head_object", "get_object"})
 CONTENT_TYPES = {
     "parquet": "application/vnd.apache.parquet",
     "delta": "application/vnd.apache.parquet",
+    "iceberg": "application/vnd.apache.parquet",
     "orc": "application/octet-stream",
     "csv": "text/csv",
     "json": "application/x-ndjson",

@@ -16,6 +16,7 @@ import functools
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -76,14 +77,21 @@ def _cached_store(settings: S3Settings, provider: object) -> S3Store:
 
 
 def list_table(
-    store: S3Store, location: S3Location, fmt: str | None, version: int | None = None
+    store: S3Store,
+    location: S3Location,
+    fmt: str | None,
+    version: int | None = None,
+    iceberg: Any = None,
 ) -> Listing:
     """The destination's files as of its last committed job (:mod:`.committed_view`); every
     partition directory must name the same columns.
 
     A Delta table is read as one of its versions (``version``, else the latest) unless another
-    format is asked for, which reads every file there as that format.
+    format is asked for, which reads every file there as that format. ``format="iceberg"``
+    reads a snapshot of the Iceberg table ``iceberg`` (an ``IcebergRead``) names.
     """
+    if fmt == "iceberg":
+        return _iceberg_listing(store, location, iceberg)
     if fmt == "delta" or (fmt is None and _has_delta_log(store, location)):
         return _delta_listing(store, location, version)
     if version is not None:
@@ -156,6 +164,24 @@ def _delta_listing(store: S3Store, location: S3Location, version: int | None) ->
         tuple(schema.field(c).type for c in columns),
         pa.schema([f for f in schema if f.name not in columns]),
     )
+
+
+def _iceberg_listing(store: S3Store, location: S3Location, read: Any) -> Listing:
+    """The files of one snapshot of the Iceberg table, with the snapshot's columns (the files
+    hold the partition columns too: no directory is parsed)."""
+    try:
+        from .iceberg.read import IcebergRead, snapshot_files
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            "reading an Iceberg table needs the iceberg extra (pip install 's3commit-sdk[iceberg]')"
+        ) from exc
+    if read is None:
+        from .options import resolve_options
+
+        read = IcebergRead(resolve_options(None))
+    files, schema = snapshot_files(location, store.settings, read)
+    found = tuple(TableFile(key, size, ()) for key, size in files)
+    return Listing(location, "parquet", found, (), (), schema)
 
 
 def _format_of(files: list[TableFile]) -> str:

@@ -347,11 +347,15 @@ def _sum_text(parts: Iterable[tuple[str, float]]) -> str:
 
 
 def replaced_text(doc: Mapping[str, Any]) -> str:
-    """What the job replaced: the objects it deleted, or, for Delta, the files its transaction
-    removed from the table (a Delta replace deletes no object: they stay for time travel)."""
+    """What the job replaced: the objects it deleted, or, for a table, the files its commit
+    removed from the table (a table's replace deletes no object: they stay for time travel)."""
     if "deltaVersion" in doc:
         removed, version = doc.get("deltaRemovedFiles", 0), doc["deltaVersion"]
         by = f"the Delta transaction of version {version}"
+        return f"{removed} files (removed from the table by {by}; no object deleted)"
+    if "icebergSnapshotId" in doc:
+        removed, snapshot = doc.get("icebergRemovedFiles", 0), doc["icebergSnapshotId"]
+        by = f"Iceberg snapshot {snapshot}"
         return f"{removed} files (removed from the table by {by}; no object deleted)"
     return f"{doc.get('replacedObjects', 0)} objects"
 

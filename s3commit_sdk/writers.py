@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 #: format -> file extension Spark gives it with its default codec
 EXTENSIONS = {"parquet": ".snappy.parquet", "orc": ".snappy.orc", "csv": ".csv", "json": ".json"}
 #: table formats -> the file format their data files are written in
-TABLE_FORMATS = {"delta": "parquet"}
+TABLE_FORMATS = {"delta": "parquet", "iceberg": "parquet"}
+#: table formats whose files keep their partition columns (Iceberg: readers that do not
+#: project identity partitions from metadata still read the values)
+KEEPS_PARTITION_COLUMNS = ("iceberg",)
 FORMATS = (*EXTENSIONS, *TABLE_FORMATS)
 
 
@@ -41,18 +44,32 @@ def file_format(fmt: str) -> str:
 
 
 class _ArrowFileWriter:
-    """Parquet and ORC: batches are cast to the file schema (zoned timestamps stored as UTC)."""
+    """Parquet and ORC: batches are cast to the file schema (zoned timestamps stored as UTC).
+    ``field_ids``: the file schema with each field's Iceberg id (an Iceberg table's files)."""
 
-    def __init__(self, fmt: str, sink: pa.NativeFile, schema: pa.Schema) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        sink: pa.NativeFile,
+        schema: pa.Schema,
+        field_ids: Callable[[pa.Schema], pa.Schema] | None = None,
+    ) -> None:
         self._schema = file_schema(schema)
         self.footer: pq.FileMetaData | None = None  # a Parquet file's, once closed
+        self._declared = None  # an Iceberg file's schema: the table's order, ids, all optional
         if fmt == "parquet":
-            self._writer = pq.ParquetWriter(sink, self._schema, compression="snappy")
+            declared = field_ids(self._schema) if field_ids else self._schema
+            if field_ids:
+                self._declared = declared
+            self._writer = pq.ParquetWriter(sink, declared, compression="snappy")
         else:
             self._writer = paorc.ORCWriter(sink, compression="snappy")
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         batch = conform(batch, self._schema)
+        if self._declared is not None:
+            columns = batch.select(self._declared.names).columns
+            batch = pa.RecordBatch.from_arrays(columns, schema=self._declared)
         if isinstance(self._writer, paorc.ORCWriter):  # it takes tables only
             check_orc_values(batch)
             if any(column.offset for column in batch.columns):
@@ -69,7 +86,12 @@ class _ArrowFileWriter:
             self.footer = self._writer.writer.metadata
 
 
-def _open_format_writer(fmt: str, sink: pa.NativeFile, schema: pa.Schema):
+def _open_format_writer(fmt: str, sink: pa.NativeFile, schema: pa.Schema, job: JobContext):
+    if fmt == "iceberg":
+        from .iceberg.schema import TableShape, arrow_with_field_ids
+
+        table = TableShape.from_json(job.table_schema).schema()
+        return _ArrowFileWriter("parquet", sink, schema, lambda s: arrow_with_field_ids(s, table))
     fmt = file_format(fmt)
     if fmt in ("parquet", "orc"):
         return _ArrowFileWriter(fmt, sink, schema)
@@ -86,6 +108,7 @@ class _OpenFile:
     stream: pa.NativeFile
     writer: object
     partition: dict[str, str | None]
+    values: tuple
     rows: int = 0
 
 
@@ -105,6 +128,7 @@ class TaskOutputWriter:
         self._counters: dict[str, int] = {}
         self.files: list[WrittenFile] = []
         self.rows = 0  # written so far, into every file
+        self.keep_partition_columns = job.format in KEEPS_PARTITION_COLUMNS
 
     def _name(self, directory: str) -> str:
         counter = self._counters.get(directory, 0)
@@ -114,7 +138,9 @@ class TaskOutputWriter:
         name = f"part-{self.task.partition:05d}{uuid_part}{sep}c{counter:03d}{self.ext}"
         return f"{directory}/{name}" if directory else name
 
-    def _file_for(self, directory: str, partition: dict, schema: pa.Schema) -> _OpenFile:
+    def _file_for(
+        self, directory: str, partition: dict, schema: pa.Schema, values: tuple = ()
+    ) -> _OpenFile:
         current = self._open.get(directory)
         if current is not None and self.max_records and current.rows >= self.max_records:
             self._close(directory)
@@ -123,8 +149,9 @@ class TaskOutputWriter:
             relpath = self._name(directory)
             check_key(self.job.location, relpath)
             stream = self.sink.open(relpath)
-            writer = _open_format_writer(self.job.format, stream, schema)
-            current = self._open[directory] = _OpenFile(relpath, stream, writer, partition)
+            writer = _open_format_writer(self.job.format, stream, schema, self.job)
+            current = _OpenFile(relpath, stream, writer, partition, values)
+            self._open[directory] = current
         return current
 
     @property
@@ -136,10 +163,11 @@ class TaskOutputWriter:
         if batch.num_rows == 0:
             return
         self.rows += batch.num_rows
-        for directory, partition, rows in split_by_partition(batch, self.job.partition_by):
+        split = split_by_partition(batch, self.job.partition_by, self.keep_partition_columns)
+        for directory, partition, values, rows in split:
             offset = 0
             while offset < rows.num_rows:
-                target = self._file_for(directory, partition, rows.schema)
+                target = self._file_for(directory, partition, rows.schema, values)
                 room = rows.num_rows - offset
                 if self.max_records:
                     room = min(room, self.max_records - target.rows)
@@ -161,7 +189,9 @@ class TaskOutputWriter:
         size = current.stream.tell()
         current.stream.close()
         footer = getattr(current.writer, "footer", None)
-        written = WrittenFile(current.relpath, current.rows, size, current.partition, footer)
+        written = WrittenFile(
+            current.relpath, current.rows, size, current.partition, footer, current.values
+        )
         self.sink.finish(written)
         self.files.append(written)
 
@@ -187,11 +217,12 @@ class TaskOutputWriter:
 
 
 def split_by_partition(
-    batch: pa.RecordBatch, columns: tuple[str, ...]
-) -> Iterable[tuple[str, dict[str, str | None], pa.RecordBatch]]:
-    """Group rows by partition values; partition columns leave the data, as in Spark."""
+    batch: pa.RecordBatch, columns: tuple[str, ...], keep_columns: bool = False
+) -> Iterable[tuple[str, dict[str, str | None], tuple, pa.RecordBatch]]:
+    """Group rows by partition values: (directory, values as text, values, rows). Partition
+    columns leave the data, as in Spark, unless ``keep_columns``."""
     if not columns:
-        yield "", {}, batch
+        yield "", {}, (), batch
         return
     codes = np.zeros(batch.num_rows, dtype=np.int64)
     for name in columns:
@@ -201,7 +232,7 @@ def split_by_partition(
         codes = codes * width + indices.astype(np.int64)
     order = np.argsort(codes, kind="stable")
     _, starts = np.unique(codes[order], return_index=True)
-    data = batch.drop_columns(list(columns))
+    data = batch if keep_columns else batch.drop_columns(list(columns))
     keys = batch.select(list(columns))
     ends = [*starts[1:], batch.num_rows]
     for start, end in zip(starts, ends, strict=True):
@@ -210,7 +241,8 @@ def split_by_partition(
         values = [_scalar(keys.column(c), row) for c in columns]
         texts = [partition_value_text(v) or None for v in values]
         partition = dict(zip(columns, texts, strict=True))
-        yield partition_dir(list(columns), values), partition, data.take(rows)
+        typed = tuple(keys.column(c)[row].as_py() for c in columns)
+        yield partition_dir(list(columns), values), partition, typed, data.take(rows)
 
 
 def _scalar(column: pa.Array, row: int) -> object:

@@ -176,6 +176,39 @@ def main(spec: dict) -> dict:
 
     scenario("ds-overwrite", overwrite_one_partition)
 
+    # Iceberg: write_committed commits in this client, the data source in the server's worker;
+    # both through the spec's sqlite catalog
+    catalog = {"iceberg.catalog.uri": spec["iceberg_catalog"]}
+    scenario(
+        "wc-iceberg",
+        lambda: {
+            "snapshot": write_committed(
+                frame(),
+                f"{base}/wc-iceberg",
+                format="iceberg",
+                partition_by=["day"],
+                options={**catalog, "iceberg.table": "connect.wc"},
+            ).success["icebergSnapshotId"]
+        },
+    )
+
+    def data_source_iceberg():
+        url, options = f"{base}/ds-iceberg", {**catalog, "iceberg.table": "connect.ds"}
+        save(frame(), url, "append", partition_by="day", format="iceberg", **options)
+        first = read_result(url).success["icebergSnapshotId"]
+        day1 = frame(9).filter("day = date'2026-11-01'")
+        save(day1, url, "overwrite", partition_by="day", format="iceberg", **options)
+
+        def count(**more: str) -> int:
+            reader = spark.read.format("s3commit").option("format", "iceberg")
+            for key, value in {**options, **more}.items():
+                reader = reader.option(key, value)
+            return reader.load(url).count()
+
+        return {"first": first, "now": count(), "then": count(snapshotId=str(first))}
+
+    scenario("ds-iceberg", data_source_iceberg)
+
     def read(pushdown: str):
         spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
         table = spark.read.format("s3commit").load(f"{base}/wc-partitioned")

@@ -68,6 +68,7 @@ def connect(s3_server, s3, tmp_path_factory):
         "base": f"s3://{BUCKET}/{prefix}",
         "out": str(work / "results.json"),
         "production": production_options(s3_server),
+        "iceberg_catalog": f"sqlite:///{work / 'catalog.db'}",
     }
     results = run_connect_child(SCRIPT, spec, s3_server, work, timeout=900)
     yield ConnectRun(prefix, results, (work / "child.log").read_text(), spec)
@@ -205,6 +206,34 @@ class DataFrame:
 
     def mapInArrow(self, *args):
         raise AssertionError("no task may run")
+
+
+def test_iceberg_on_connect(connect, s3_server):
+    """format='iceberg' on a Connect session: write_committed (committed in the client) and
+    the data source (committed in the server's Python worker) each add one snapshot per job;
+    the reader reads the current snapshot and an older one by snapshotId."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    env = s3_server.env
+    catalog = SqlCatalog(
+        "default",
+        uri=connect.spec["iceberg_catalog"],
+        **{
+            "s3.endpoint": s3_server.endpoint,
+            "s3.access-key-id": env["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": env["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": env["AWS_REGION"],
+        },
+    )
+    wc = catalog.load_table("connect.wc")
+    assert wc.current_snapshot().snapshot_id == connect.ok("wc-iceberg")["snapshot"]
+    assert rows_of(wc.scan().to_arrow()) == expected()
+    outcome = connect.ok("ds-iceberg")
+    ds = catalog.load_table("connect.ds")
+    operations = [s.summary.operation.value for s in ds.snapshots()]
+    assert operations == ["append", "overwrite"]
+    assert ds.snapshots()[0].snapshot_id == outcome["first"]
+    assert outcome["then"] == 60 and outcome["now"] == ds.scan().to_arrow().num_rows < 60
 
 
 def test_a_session_without_tags_is_refused_by_name(s3, s3_server):

@@ -49,6 +49,7 @@ SAMPLES = {
     "create.storage.class": "standard_ia",
     "acl.default": "BucketOwnerFullControl",
     "checksum.algorithm": "crc32c",
+    "iceberg.table": "analytics.events",
 }
 
 
@@ -130,7 +131,14 @@ def test_public_options_leave_out_every_secret():
     )
     public = options.public()
     secrets = {spec.attribute for spec in REGISTRY if spec.secret}
-    assert secrets == {"access_key", "secret_key", "session_token", "encryption_key"}
+    assert secrets == {
+        "access_key",
+        "secret_key",
+        "session_token",
+        "encryption_key",
+        "iceberg_catalog_uri",  # a database URI may hold its password
+        "iceberg_catalog",  # catalog properties may hold tokens
+    }
     assert set(public) == {spec.attribute for spec in REGISTRY} - secrets
     for secret in ("AKIDSECRET1", "s3cr3t-value", sse_c_key):
         assert secret not in repr(public) and secret not in repr(options)

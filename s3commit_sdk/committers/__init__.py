@@ -29,4 +29,8 @@ def make_committer(job: JobContext) -> Committer:
         from .delta import DELTA_COMMITTERS
 
         cls = DELTA_COMMITTERS[job.committer]
+    elif job.format == "iceberg":  # pyiceberg too
+        from .iceberg import ICEBERG_COMMITTERS
+
+        cls = ICEBERG_COMMITTERS[job.committer]
     return cls(job)

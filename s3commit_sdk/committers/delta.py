@@ -14,9 +14,6 @@ before its log entry is what ``s3commit recover`` / ``abort`` find (recovery.py)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from ..delta.stats import file_stats
 from ..delta.table import (
     READ_VERSION_KEY,
@@ -28,19 +25,10 @@ from ..delta.table import (
     TableCommitFailed,
     TablePlan,
 )
-from ..errors import (
-    NOTHING_VISIBLE,
-    CommitError,
-    ConcurrentCommitError,
-    ConflictError,
-    DeltaTableError,
-    InvalidArgumentError,
-)
-from ..formats import PendingSet
-from ..protocol import JobContext, TaskAttemptContext, WrittenFile
+from ..errors import NOTHING_VISIBLE, CommitError, ConcurrentCommitError, DeltaTableError
+from ..protocol import JobContext, WrittenFile
 from ..stages import Stage, add_stage
 from .commit_run import CommitRun
-from .conflict import DirectoryConflict, PartitionConflict, partition_conflict
 from .magic import MagicCommitter
 from .s3_rollback import (
     abort_before_completion,
@@ -50,40 +38,7 @@ from .s3_rollback import (
 )
 from .s3_stages import S3_STAGES
 from .staging import DirectoryStagingCommitter, PartitionedStagingCommitter
-
-
-class TableConflict(DirectoryConflict):
-    """``fail`` judged by the table's snapshot: files a Delta version removed stay in storage
-    (for time travel) but hold no data, so listing cannot tell. ``replace`` deletes nothing:
-    its Delta transaction removes the replaced files from the table.
-
-    Per partition, ``fail`` is checked as :class:`PartitionConflict` checks it: when a task
-    attempt opens its first file in a partition, against the snapshot the attempt read once."""
-
-    def __init__(self, mode: str, per_partition: bool, occupied: Callable[[], set[str]]) -> None:
-        super().__init__(mode)
-        self.per_partition, self.occupied = per_partition, occupied
-
-    def check_job(self, visible, url: str) -> None:
-        if self.mode == "fail" and not self.per_partition and self.occupied():
-            raise ConflictError(
-                f"the Delta table at {url} already holds data and conflict_mode is 'fail': use "
-                "conflict_mode='append' or 'replace', or a new path. Nothing changed at the "
-                "destination.",
-                destination=url,
-                visible=NOTHING_VISIBLE,
-            )
-
-    @property
-    def checks_partitions(self) -> bool:
-        return self.mode == "fail" and self.per_partition
-
-    def check_partition(self, visible, url: str, partition: str) -> None:
-        if self.checks_partitions and partition in self.occupied():
-            raise partition_conflict(url, partition)
-
-    def replaced(self, visible, partitions: set[str]) -> list[str]:
-        return []
+from .table_job import TableJob
 
 
 # -- the Delta stages of job commit ------------------------------------------------------------
@@ -91,9 +46,7 @@ def prepare_table(run: CommitRun) -> None:
     """Before the journal: every file carries its statistics, and the journal records what the
     transaction needs (schema, the version it is based on, the unit of conflict)."""
     committer = run.committer
-    unmeasured = [c.destinationKey for c in run.commits if STATS_KEY not in c.extraData]
-    if unmeasured:
-        raise CommitError(f"{unmeasured[0]!r} carries no Delta statistics from its task")
+    committer.unmeasured(run)
     committer.read_table()
     run.journal_extra = {
         SCHEMA_KEY: committer.commit_schema,
@@ -154,25 +107,19 @@ DELTA_STAGES = add_stage(
 )
 
 
-class DeltaJob:
+class DeltaJob(TableJob):
     """Mixed in before an S3 committer class: the Delta table around its tasks, and the Delta
     stages of its job commit (:data:`DELTA_STAGES`)."""
 
-    locks_destination = False
     stages = DELTA_STAGES
+    kind = "Delta"
+    entry_key = STATS_KEY
 
     def __init__(self, job: JobContext) -> None:
-        self.table = None  # the snapshot job setup read (driver), or a task's latest
-        self.table_loaded = False
         self.commit_schema = job.table_schema
-        self._task_stats: dict[str, str] = {}
         self.delta: DeltaCommit | None = None
         super().__init__(job)
         self.log = DeltaLog(self.location, job.settings, self.store)
-
-    def make_conflict_policy(self) -> DirectoryConflict:
-        per_partition = isinstance(super().make_conflict_policy(), PartitionConflict)
-        return TableConflict(self.job.conflict_mode, per_partition, self._occupied)
 
     def read_table(self) -> None:
         """Read the table once: at job setup (the snapshot the transaction is based on), at a
@@ -194,39 +141,15 @@ class DeltaJob:
             self.commit_schema = table.schema().to_json()  # the table's own, byte for byte
         self.table, self.table_loaded = table, True
 
-    def _occupied(self) -> set[str]:
-        self.read_table()
-        return self.log.occupied(self.table)
-
-    # -- job setup: the snapshot the transaction will be based on -------------------------------
-    def setup_job(self) -> None:
-        """Read the table first: data that does not fit it is refused before any upload."""
-        if self.job.table_schema is None:  # recovery builds jobs without one; they never set up
-            raise InvalidArgumentError("a Delta job needs its table schema: build it with new_job")
-        self.store.check_bucket(self.location.bucket)
-        self.read_table()
-        super().setup_job()
+    def occupied_in(self, table) -> set[str]:
+        return self.log.occupied(table)
 
     @property
     def read_version(self) -> int | None:
         return self.table.version() if self.table is not None else None
 
-    # -- task side: statistics from the footers the writers kept ---------------------------------
-    def commit_task(self, task: TaskAttemptContext, files: list[WrittenFile]) -> dict[str, Any]:
-        missing = [f.relpath for f in files if f.footer is None]
-        if missing:
-            raise CommitError(f"no Parquet footer for {missing[0]!r}: a Delta file needs one")
-        self._task_stats = {self.location.key(f.relpath): file_stats(f.footer) for f in files}
-        return super().commit_task(task, files)
-
-    def save_pendingset(self, pendingset: PendingSet) -> None:
-        for commit in pendingset.commits:
-            commit.extraData[STATS_KEY] = self._task_stats[commit.destinationKey]
-        super().save_pendingset(pendingset)
-
-    @property
-    def per_partition(self) -> bool:
-        return self.conflict.per_partition
+    def file_entry(self, written: WrittenFile) -> str:
+        return file_stats(written.footer)
 
 
 class DeltaDirectoryCommitter(DeltaJob, DirectoryStagingCommitter):

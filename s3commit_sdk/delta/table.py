@@ -27,7 +27,6 @@ from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-import boto3
 import deltalake
 import pyarrow as pa
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
@@ -39,7 +38,7 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 
-from ..credentials import provider_session
+from ..credentials import fixed_keys
 from ..errors import CommitError, DeltaTableError, InvalidArgumentError, S3CommitError, StoreError
 from ..formats import Journal, PendingUpload
 from ..paths import S3Location, partition_dir
@@ -99,7 +98,7 @@ def storage_options(settings: S3Settings) -> dict[str, str]:
             options["AWS_ALLOW_HTTP"] = "true"
     if settings.path_style:
         options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
-    keys = _credentials(settings)
+    keys = fixed_keys(settings)
     if keys:
         options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"] = keys[0], keys[1]
         if keys[2]:
@@ -115,20 +114,6 @@ def storage_options(settings: S3Settings) -> dict[str, str]:
     if requests.requester_pays:
         options["aws_request_payer"] = "true"
     return options
-
-
-def _credentials(settings: S3Settings) -> tuple[str, str, str | None] | None:
-    if settings.access_key and settings.secret_key:
-        return settings.access_key, settings.secret_key, settings.session_token
-    if settings.credentials_provider is not None:
-        session = provider_session(settings.credentials_provider)
-    else:
-        session = boto3.session.Session(profile_name=settings.profile)
-    found = session.get_credentials()
-    if found is None:
-        return None
-    frozen = found.get_frozen_credentials()
-    return frozen.access_key, frozen.secret_key, frozen.token
 
 
 @dataclass(frozen=True)

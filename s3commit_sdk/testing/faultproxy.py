@@ -373,6 +373,8 @@ class SeenRequest:
 
     operation: str
     headers: dict[str, str]
+    #: the request's path (``/bucket/key``), without its query
+    path: str = ""
 
 
 # -- which S3 operation is this request? -------------------------------------------------------
@@ -550,14 +552,14 @@ class FaultProxy:
         with self._lock:
             return list(self._events)
 
-    def _plan(self, operation: str, headers: Mapping[str, str]) -> _Plan:
+    def _plan(self, operation: str, headers: Mapping[str, str], path: str = "") -> _Plan:
         with self._lock:
             self._counts[operation] += 1
             number = self._counts[operation]
             plan = _Plan(number=number)
             if self._recorded_headers and operation != "MotoApi":
                 kept = {h: headers[h] for h in self._recorded_headers if headers.get(h) is not None}
-                self._seen.append(SeenRequest(operation, kept))
+                self._seen.append(SeenRequest(operation, kept, path.split("?", 1)[0]))
             for i, rule in enumerate(self.rules):
                 if not rule.matches(operation):
                     continue
@@ -746,7 +748,7 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         query = parse_qs(split.query, keep_blank_values=True)
         operation = s3_operation(self.command, split.path, query, self.headers)
-        plan = proxy._plan(operation, self.headers)
+        plan = proxy._plan(operation, self.headers, self.path)
         throttle = _Throttle(plan.rate)
         body = self._read_body(throttle)
         if plan.delay_s or plan.hold is not None:

@@ -43,6 +43,8 @@ UNRECORDED = (
     "replaced_objects",
     "delta_version",
     "delta_removed_files",
+    "iceberg_snapshot_id",
+    "iceberg_removed_files",
 )
 #: how a phase timed inside the one above it is labelled in the phase chart
 PART_MARK = "└ "
@@ -155,6 +157,8 @@ class SuccessReport(WidgetWrapper):
             "replaced_objects": doc.replaced_objects,
             "delta_version": doc.table.get("deltaVersion"),
             "delta_removed_files": doc.table.get("deltaRemovedFiles"),
+            "iceberg_snapshot_id": doc.table.get("icebergSnapshotId"),
+            "iceberg_removed_files": doc.table.get("icebergRemovedFiles"),
             "durations": dict(doc.durations),
             "requests": dict(doc.requests),
         }
@@ -262,6 +266,11 @@ class SuccessReport(WidgetWrapper):
         if "deltaVersion" in doc.table:
             removed = doc.table.get("deltaRemovedFiles", 0)
             facts.append(("Delta table version", f"{s['delta_version']} ({removed} files removed)"))
+        if "icebergSnapshotId" in doc.table:
+            removed = doc.table.get("icebergRemovedFiles", 0)
+            table = doc.table.get("icebergTable", "")
+            snapshot = f"{s['iceberg_snapshot_id']} ({removed} files removed)"
+            facts.append((f"Iceberg table {table} snapshot", snapshot))
         phase_chart = self._phase_chart(tree)
         partition_chart = svg_bar_chart(
             [p["partition"] for p in self.partitions],
