@@ -242,6 +242,33 @@ def test_partition_values_of_every_kind_read_back(s3_server, s3, dest, sqlite_ur
     assert len(list(table.scan(row_filter="n = 2").plan_files())) == 2
 
 
+def test_metadata_files_carry_the_jobs_request_options(s3_server, s3, dest, sqlite_uri):
+    """The snapshot's manifests, manifest list and metadata file are written through the
+    SDK's store: single PUTs with the job's SSE-KMS key, as its data files are (pyarrow's own
+    IO would send chunked multipart uploads, which Ceph RGW 16 refuses)."""
+    import boto3
+
+    from s3commit_sdk.testing.rgw import RGW_TEST_KMS_KEY
+
+    if s3_server.kind == "rgw":
+        key = RGW_TEST_KMS_KEY
+    else:
+        kms = boto3.client("kms", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+        key = kms.create_key(Description="s3commit iceberg tests")["KeyMetadata"]["KeyId"]
+    sse = {"encryption.algorithm": "SSE-KMS", "encryption.key": key}
+    write(orders(), dest, sqlite_uri, options=sse)
+    write(orders(n=2, version=2), dest, sqlite_uri, options=sse, conflict_mode="append")
+    metadata = [k for k in list_keys(s3, dest.dir + "metadata/")]
+    assert any(k.endswith(".metadata.json") for k in metadata)
+    assert any(k.endswith(".avro") for k in metadata)
+    for name in metadata + sorted(data_keys(s3, dest)):
+        head = s3.head_object(Bucket=BUCKET, Key=name)
+        assert head["ServerSideEncryption"] == "aws:kms", name
+        assert head["SSEKMSKeyId"].endswith(key), name
+    assert len(rows(load(s3_server, dest, sqlite_uri))) == 66
+    assert_clean(s3, dest)
+
+
 # -- replace and fail ---------------------------------------------------------------------------
 @pytest.mark.parametrize("committer", ["partitioned", "magic"])
 def test_partition_replace_is_one_overwrite_snapshot(s3_server, s3, dest, catalog_uri, committer):
@@ -438,8 +465,8 @@ def test_a_failed_catalog_commit_deletes_the_completed_files(s3_server, s3, dest
     with FaultProxy(s3_server.endpoint) as proxy:
         options = {"endpoint": proxy.endpoint, "retry.max-attempts": 1}
         committer, messages = prepared(dest, sqlite_uri, orders(n=3, version=2), options=options)
-        # pyiceberg writes manifests and metadata as multipart uploads; ours are complete
-        proxy.set_rules([internal_error("CreateMultipartUpload", occurrences=range(1, 200))])
+        # job commit PUTs the journal, then the snapshot's manifest: every PUT after it fails
+        proxy.set_rules([internal_error("PutObject", occurrences=range(2, 200))])
         with pytest.raises(CommitError, match="rolled back") as failure:
             committer.commit_job(messages, {})
     assert not isinstance(failure.value, ConcurrentCommitError)
@@ -484,9 +511,10 @@ def crash_in_append(s3_server, dest, uri, operation, occurrence, committer="part
 
 
 def crash_at_catalog_commit(s3_server, dest, uri, committer="partitioned") -> None:
-    """... at the catalog commit's first request (pyiceberg's first multipart upload, a
-    manifest), after every data file (one per day) was completed."""
-    crash_in_append(s3_server, dest, uri, "CreateMultipartUpload", len(DAYS) + 1, committer)
+    """... at the snapshot's first PUT (its manifest; then its manifest list, its metadata
+    file and, last, ``_SUCCESS``), after every data file was completed."""
+    puts = requests_of_append(s3_server, dest, uri, committer, "PutObject")
+    crash_in_append(s3_server, dest, uri, "PutObject", puts - 3, committer)
 
 
 @pytest.mark.parametrize("committer", ["partitioned", "magic"])
@@ -606,6 +634,54 @@ def test_the_sdk_reader_reads_a_snapshot(s3_server, dest, sqlite_uri):
     assert {f.key for f in then.files} != {f.key for f in now.files}
     with pytest.raises(InvalidArgumentError, match="has no snapshot 42"):
         list_table(store, location, "iceberg", iceberg=IcebergRead(options, snapshot_id=42))
+
+
+# -- AWS Glue -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def glue():
+    """moto's Glue, a service of its own beside the S3 server under test (RGW has none)."""
+    from s3commit_sdk.testing.sandbox import S3Sandbox
+
+    with S3Sandbox(bucket="glue-unused", export=False) as server:
+        yield server
+
+
+def test_the_glue_catalog(s3_server, s3, dest, glue):
+    """iceberg.catalog.type=glue: each job one snapshot, Glue's table pointing at its
+    metadata, the replace one overwrite; Glue's parameters hold no credential."""
+    import boto3
+
+    name = table_name(dest)
+    options = {
+        "iceberg.catalog.type": "glue",
+        "iceberg.catalog.glue.endpoint": glue.endpoint,
+        "iceberg.table": name,
+    }
+    kwargs = {"format": "iceberg", "partition_by": ["day"], "progress": False}
+    first = write_committed(orders(), dest.url, options=options, **kwargs)
+    second = write_committed(
+        orders(DAYS[:1], n=3, version=2),
+        dest.url,
+        conflict_mode="replace",
+        options=options,
+        **kwargs,
+    )
+    assert second.success["icebergCatalog"] == "glue"
+    client = boto3.client("glue", endpoint_url=glue.endpoint, region_name="us-east-1")
+    namespace, table = name.split(".")
+    parameters = client.get_table(DatabaseName=namespace, Name=table)["Table"]["Parameters"]
+    assert parameters["table_type"] == "ICEBERG"
+    assert parameters["metadata_location"].startswith(dest.url + "/metadata/")
+    secret = s3_server.env["AWS_SECRET_ACCESS_KEY"]
+    assert not [v for v in parameters.values() if secret in v]
+
+    from s3commit_sdk.iceberg import open_table
+
+    opened = open_table(dest.url, options)
+    snapshots = [s.snapshot_id for s in opened.snapshots()]
+    assert snapshots == [first.success["icebergSnapshotId"], second.success["icebergSnapshotId"]]
+    assert opened.scan().to_arrow().num_rows == 40 + 3
+    assert_clean(s3, dest)
 
 
 # -- Spark (classic) ----------------------------------------------------------------------------

@@ -84,11 +84,12 @@ def redacted_uri(uri: str | None) -> str | None:
 
 
 def io_properties(settings: S3Settings) -> dict[str, str]:
-    """pyiceberg's ``s3.*`` file IO properties: the job's endpoint, region and credentials.
+    """pyiceberg's file IO: metadata through the SDK's store (:mod:`.fileio`), data files read
+    by pyarrow's S3 filesystem with the ``s3.*`` properties: the job's endpoint, region and
+    credentials (pyarrow ignores ``AWS_ENDPOINT_URL``, so the endpoint is always passed)."""
+    from .fileio import register
 
-    pyarrow's S3 filesystem ignores ``AWS_ENDPOINT_URL``, so the endpoint is always passed.
-    """
-    props = {"s3.region": settings.region or "us-east-1"}
+    props = {"s3.region": settings.region or "us-east-1", **register(settings)}
     if settings.endpoint_url:
         props["s3.endpoint"] = settings.endpoint_url
     keys = fixed_keys(settings)
@@ -96,11 +97,6 @@ def io_properties(settings: S3Settings) -> dict[str, str]:
         props["s3.access-key-id"], props["s3.secret-access-key"] = keys[0], keys[1]
         if keys[2]:
             props["s3.session-token"] = keys[2]
-    requests = settings.requests
-    if requests.encryption_algorithm in ("AES256", "aws:kms"):
-        props["s3.sse.type"] = "s3" if requests.encryption_algorithm == "AES256" else "kms"
-        if requests.kms_key_id:
-            props["s3.sse.key"] = requests.kms_key_id
     return props
 
 
