@@ -74,15 +74,17 @@ KMS_ACTIONS: dict[str, tuple[str, ...]] = {
     "GetObject": ("kms:Decrypt",),
 }
 
-#: a job of the S3 committers (directory, partitioned, magic), any format, Delta included
-#: (delta-rs reads and writes the log with GetObject, ListObjectsV2 and conditional PutObject)
+#: a job of the S3 committers (directory, partitioned, magic), any format, the tables included
+#: (delta-rs reads and writes the log with GetObject, ListObjectsV2 and conditional PutObject;
+#: Iceberg's metadata goes through the SDK's store: GetObject, HeadObject, PutObject,
+#: DeleteObjects; its catalog's own permissions, such as Glue's, are the catalog's business)
 S3_JOB = frozenset(
     {
         "HeadBucket",  # fail early: the bucket exists and answers these credentials
         "ListObjectsV2",  # conflict checks, replace, the job's hidden directory, Delta's log
-        "HeadObject",  # an unfinished commit, the job-alive check, verification
-        "GetObject",  # _SUCCESS (schema check), the marker, Delta's log
-        "PutObject",  # setup probe, alive marker, pendingsets, journal, marker, _SUCCESS
+        "HeadObject",  # an unfinished commit, the job-alive check, verification, Iceberg
+        "GetObject",  # _SUCCESS (schema check), the marker, Delta's log, Iceberg's metadata
+        "PutObject",  # setup probe, markers, pendingsets, journal, _SUCCESS, table metadata
         "DeleteObjects",  # setup probe, replaced files, the job's hidden files
         "CreateMultipartUpload",
         "UploadPart",
@@ -160,7 +162,8 @@ USES: dict[str, Use] = {
         ),
         Use(
             "read",
-            'the s3commit reader (spark.read.format("s3commit")), Delta tables included',
+            'the s3commit reader (spark.read.format("s3commit")), Delta and Iceberg tables '
+            "included",
             frozenset({"ListObjectsV2", "HeadObject", "GetObject"}),
         ),
     )
@@ -285,10 +288,13 @@ def reference_markdown(path: str = "s3://my-bucket/warehouse/events") -> str:
         acts = ", ".join(f"`{a}`" for a in use.actions)
         uses.append(f"| `{use.name}` | {use.what} | {ops}{optional} | {acts} |")
     committers = ["| committer | formats | operations | IAM actions |", "| --- | --- | --- | --- |"]
-    for names in (("directory", "partitioned", "magic"), ("manifest", "file")):
+    for names, formats in (
+        (("directory", "partitioned", "magic"), "parquet, orc, csv, json, delta, iceberg"),
+        (("manifest", "file"), "parquet, orc, csv, json"),
+    ):
         ops = write_operations(names[0])
         committers.append(
-            f"| {', '.join(f'`{n}`' for n in names)} | parquet, orc, csv, json, delta | "
+            f"| {', '.join(f'`{n}`' for n in names)} | {formats} | "
             f"{', '.join(f'`{op}`' for op in sorted(ops))} | "
             f"{', '.join(f'`{a}`' for a in actions_of(ops))} |"
         )

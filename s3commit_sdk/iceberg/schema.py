@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -74,12 +75,23 @@ class TableShape:
         )
 
     def schema(self):
-        from pyiceberg.schema import Schema
-
-        return Schema.model_validate_json(self.schema_json)
+        return _parsed_schema(self.schema_json)
 
     def spec(self):
-        return identity_spec(self.schema(), self.partition_by)
+        return _spec_of(self.schema_json, self.partition_by)
+
+
+@lru_cache(maxsize=16)
+def _parsed_schema(text: str):
+    """Parsed once per process and shape: every file of a job asks for it."""
+    from pyiceberg.schema import Schema
+
+    return Schema.model_validate_json(text)
+
+
+@lru_cache(maxsize=16)
+def _spec_of(text: str, partition_by: tuple[str, ...]):
+    return identity_spec(_parsed_schema(text), partition_by)
 
 
 def check_committer(committer: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import lru_cache
 from typing import Any
 
 from .schema import TableShape
@@ -19,25 +20,27 @@ from .schema import TableShape
 def file_entry(footer: Any, values: tuple[Any, ...], shape: TableShape) -> str:
     """The file's statistics and partition, as compact JSON (bytes as base64)."""
     from pyiceberg.conversions import to_bytes
-    from pyiceberg.io.pyarrow import (
-        compute_statistics_plan,
-        data_file_statistics_from_parquet_metadata,
-        parquet_path_to_id_mapping,
-    )
+    from pyiceberg.io.pyarrow import data_file_statistics_from_parquet_metadata
     from pyiceberg.partitioning import partition_record_value
 
     schema = shape.schema()
-    stats = data_file_statistics_from_parquet_metadata(
-        footer,
-        compute_statistics_plan(schema, dict(shape.metrics)),
-        parquet_path_to_id_mapping(schema),
-    ).to_serialized_dict()
+    plan, paths = _statistics_plan(shape)
+    stats = data_file_statistics_from_parquet_metadata(footer, plan, paths).to_serialized_dict()
     partition = []
     for field, value in zip(shape.spec().fields, values, strict=True):
         source = schema.find_field(field.source_id).field_type
         internal = partition_record_value(field, value, schema)
         partition.append(None if internal is None else _b64(to_bytes(source, internal)))
     return json.dumps({"stats": _encoded(stats), "partition": partition}, separators=(",", ":"))
+
+
+@lru_cache(maxsize=16)
+def _statistics_plan(shape: TableShape) -> tuple[dict, dict]:
+    """What to record per column, and each Parquet column's field id: once per shape."""
+    from pyiceberg.io.pyarrow import compute_statistics_plan, parquet_path_to_id_mapping
+
+    schema = shape.schema()
+    return compute_statistics_plan(schema, dict(shape.metrics)), parquet_path_to_id_mapping(schema)
 
 
 def data_file(entry: str, path: str, size: int, shape: TableShape, spec_id: int):
