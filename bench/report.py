@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from . import iceberg
 from .commit_scaling import RAW, RECOVERED
 from .frontends import REFERENCE as FRONTEND_REFERENCE
 from .harness import DESCRIPTIONS, KINDS, MIB, Record, Run, Target
@@ -325,6 +326,17 @@ def _seconds_headline(run: Run, kind: str, scenario: str, label: str) -> str:
     )
 
 
+def _iceberg_commit(run: Run, kind: str) -> str:
+    """Job commit per format; for Iceberg, the catalog commit stage in it."""
+    found = []
+    for r in run.of(iceberg.COMMIT, endpoint=kind):
+        stage = r.metrics.get("iceberg_commit_s", {}).get("median")
+        snapshot = f" (snapshot {stage:.2f} s)" if stage is not None else ""
+        found.append(f"{r.labels['format']} {r.median('job_commit_s'):.2f} s{snapshot}")
+    files = {f"{r.labels['files']:,} files" for r in run.of(iceberg.COMMIT, endpoint=kind)}
+    return ", ".join(found) + (f" ({', '.join(sorted(files))})" if found else "")
+
+
 def _limits_headline(run: Run, kind: str) -> str:
     upload = run.of("store_limit", endpoint=kind)
     raw = sorted(
@@ -384,6 +396,11 @@ def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
             "front ends, same Spark write",
             lambda kind: _seconds_headline(run, kind, "frontends", "frontend"),
         ),
+        (
+            "Iceberg partitioned overwrite: s3commit vs pyiceberg",
+            lambda kind: _seconds_headline(run, kind, iceberg.PEERS, "tool"),
+        ),
+        ("job commit as an Iceberg snapshot vs Parquet", lambda kind: _iceberg_commit(run, kind)),
         ("the endpoint's raw limits", lambda kind: _limits_headline(run, kind)),
     ]
     return rows
@@ -580,6 +597,30 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("error", _frontend_cell),
         ],
     ),
+    (
+        "9. Iceberg: partitioned overwrite by s3commit and by pyiceberg (same data as 6)",
+        iceberg.PEERS,
+        [
+            ("s", lambda r: cell(r, "seconds")),
+            ("MiB/s", lambda r: cell(r, "mib_per_s", 1)),
+            ("job commit s", lambda r: cell(r, "job_commit_s")),
+            ("iceberg commit s", lambda r: cell(r, "iceberg_commit_s")),
+            ("S3 requests of one commit", iceberg.requests_cell),
+            ("by operation", iceberg.operations_cell),
+            ("files / snapshots per write", iceberg.shape_cell),
+            ("protocol", lambda r: r.notes.get("protocol", r.notes.get("error", ""))),
+        ],
+    ),
+    (
+        "10. Job commit of the same one-row files as an Iceberg snapshot and as plain Parquet",
+        iceberg.COMMIT,
+        [
+            ("job commit s", lambda r: cell(r, "job_commit_s", 3)),
+            ("complete uploads s", lambda r: cell(r, "complete_uploads_s", 3)),
+            ("iceberg commit s", lambda r: cell(r, "iceberg_commit_s", 3)),
+            ("cleanup s", lambda r: cell(r, "cleanup_s", 3)),
+        ],
+    ),
 ]
 
 
@@ -613,6 +654,7 @@ def charts(run: Run, folder: Path, stem: str) -> list[str]:
         ("peers", "seconds", "seconds", lambda x: x["tool"]),
         ("latency", "seconds", "seconds (emulated latency)", lambda x: x["writer"]),
         ("frontends", "seconds", "seconds", lambda x: x["frontend"]),
+        (iceberg.PEERS, "seconds", "seconds", lambda x: x["tool"]),
         (
             "store_limit",
             "mib_per_s",

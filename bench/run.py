@@ -27,7 +27,7 @@ from pathlib import Path
 
 from s3commit_sdk.testing.faultproxy import bandwidth, delay
 
-from . import commit_scaling, end_to_end, frontends, memory, peers, store_limit
+from . import commit_scaling, end_to_end, frontends, iceberg, memory, peers, store_limit
 from .data import tasks_for
 from .harness import KINDS, Endpoint, Run
 from .report import charts, evaluate, markdown
@@ -64,6 +64,8 @@ class Plan:
     latency_mib: int
     latency_writers: tuple[str, ...] | None
     frontends_mib: int
+    #: files of the job committed as Iceberg and as plain Parquet, and how often
+    iceberg_commit: tuple[int, int]
 
 
 QUICK = Plan(
@@ -87,6 +89,7 @@ QUICK = Plan(
     peers_mib=8,
     latency_mib=16,
     frontends_mib=16,
+    iceberg_commit=(300, 1),
 )
 FULL = Plan(
     e2e=(
@@ -118,6 +121,7 @@ FULL = Plan(
     peers_mib=256,
     latency_mib=64,
     frontends_mib=1024,
+    iceberg_commit=(10_000, 2),
 )
 
 
@@ -189,6 +193,14 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
         (
             "peers",
             lambda run, endpoint: peers.run_peers(run, endpoint, plan.peers_mib, plan.repeats),
+        ),
+        (
+            "iceberg peers",
+            lambda run, endpoint: iceberg.run_peers(run, endpoint, plan.peers_mib, plan.repeats),
+        ),
+        (
+            "iceberg commit",
+            lambda run, endpoint: iceberg.run_commit(run, endpoint, *plan.iceberg_commit),
         ),
         (
             "front ends",

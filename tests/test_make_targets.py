@@ -26,7 +26,7 @@ MAKE = shutil.which("make")
 if MAKE is None:
     pytest.skip("no make on this machine", allow_module_level=True)
 
-DEMO_EXTRAS = {"spark", "notebook", "testing", "delta"}
+DEMO_EXTRAS = {"spark", "notebook", "testing", "delta", "iceberg"}
 JAVA = {"openjdk-17-jre-headless"}
 CHROMIUM = {"chromium"}
 CEPH = {"ceph-mon", "ceph-osd", "radosgw"}
