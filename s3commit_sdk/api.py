@@ -54,6 +54,7 @@ from .runner import execute_job
 from .schema_check import checked_job
 from .sparktypes import check_schema, file_schema
 from .store import S3Settings, open_store
+from .streaming.batch import StreamBatch
 from .uploads import read_success
 from .writers import file_format
 
@@ -73,6 +74,9 @@ class WriteResult:
     duration_s: float
     phases: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
+    #: a stream's micro-batch that an earlier attempt had committed (or begun to commit, and
+    #: this call finished): nothing was added twice; the figures are the batch's commit
+    replayed: bool = False
 
     @classmethod
     def from_success(cls, doc: SuccessDocument) -> WriteResult:
@@ -121,6 +125,7 @@ def write_committed(
     options: Mapping[str, Any] | None = None,
     progress: str | bool | ProgressCallback | None = "auto",
     credentials_provider: CredentialsProvider | None = None,
+    stream: StreamBatch | None = None,
 ) -> WriteResult:
     """Write ``df`` to ``path`` through a zero-rename committer; nothing is visible until done.
 
@@ -135,6 +140,9 @@ def write_committed(
     what to do; Spark's own error is kept on their ``engine_error`` rather than chained.
     ``credentials_provider``: S3 credentials for every task where the environment has none, a
     callable or ``"module:function"`` (see :mod:`s3commit_sdk.credentials`).
+    ``stream``: this write is micro-batch ``StreamBatch(query_id, batch_id)`` of a stream (in
+    ``foreachBatch``; :func:`s3commit_sdk.streaming.exactly_once` builds the function): it
+    commits exactly once however often the batch is replayed (``result.replayed``).
     """
     spark = is_spark_dataframe(df)
     connect = spark and is_connect_dataframe(df)
@@ -156,6 +164,7 @@ def write_committed(
         conf=conf,
         credentials_provider=credentials_provider,
         check_local_dirs=not connect,
+        stream=stream,
     )
     job = checked_job(job)  # reads the destination: after every argument is checked
     tracker = ProgressTracker(make_listener(progress, f"s3commit write to {job.location.url()}"))
@@ -180,6 +189,7 @@ def write_committed(
         duration_s=job_seconds(outcome.phases),
         phases=outcome.phases,
         requests=outcome.requests,
+        replayed=outcome.replayed,
     )
 
 
@@ -220,6 +230,7 @@ def new_job(
     credentials_provider: CredentialsProvider | None = None,
     default_conflict_mode: ConflictMode = "fail",
     check_local_dirs: bool = True,
+    stream: StreamBatch | None = None,
 ) -> JobContext:
     """Validate every argument of a write, before anything is uploaded; the job they describe.
 
@@ -228,9 +239,12 @@ def new_job(
     ``default_conflict_mode``: the mode where neither ``conflict_mode`` nor the option is given.
     ``check_local_dirs``: check ``buffer.dir`` here (this process is Spark's driver or runs the
     tasks itself); False for a Spark Connect client, whose disks are not the tasks' (the tasks
-    then check it, with the same typed error).
+    then check it, with the same typed error). ``stream``: the micro-batch the job is (an
+    append by an S3 committer, whose job id is the batch's).
     """
     check_committer(committer)
+    if stream is not None:
+        default_conflict_mode = _check_stream(stream, committer, conflict_mode)
     check_choice("format", format, OUTPUT_FORMATS)
     engine: Engine = "local" if conf is None else "spark"
     resolved = resolve_options(options, None if conf is None else spark_conf_defaults(conf))
@@ -271,7 +285,32 @@ def new_job(
         settings=settings,
         table_schema=table,
         data_schema=data,
+        **({} if stream is None else stream_job_fields(stream)),
     )
+
+
+def _check_stream(stream: object, committer: str, conflict_mode: object) -> ConflictMode:
+    """A micro-batch appends through an S3 committer: its conflict mode, refused otherwise."""
+    if not isinstance(stream, StreamBatch):
+        raise InvalidArgumentError(
+            f"stream={stream!r}: give StreamBatch(query_id, batch_id) (s3commit_sdk.streaming)"
+        )
+    if committer not in S3_COMMITTERS:
+        raise InvalidArgumentError(
+            f"committer {committer!r} cannot commit a stream's batches exactly once: use "
+            "'directory', 'partitioned' or 'magic'"
+        )
+    if conflict_mode not in (None, "append"):
+        raise InvalidArgumentError(
+            f"conflict_mode={conflict_mode!r}: a stream's batches append (each batch is one "
+            "committed job adding its rows)"
+        )
+    return "append"
+
+
+def stream_job_fields(stream: StreamBatch) -> dict[str, Any]:
+    """A micro-batch's job: the batch's id, which every attempt of it shares."""
+    return {"job_id": stream.job_id, "job_id_source": "stream batch", "stream": stream}
 
 
 def iceberg_table_shape(

@@ -13,6 +13,7 @@ key or store path.
       __s3commit/                           HIDDEN_DIR, hidden_prefix()
         COMMIT_IN_PROGRESS                  marker_key(): exists while a job commit is unfinished
         conditional-put-probe-<uuid>        probe_key(): is If-None-Match honoured (exclusive.py)
+        streams/<stream>/batch-<n>.json     batch_record_key(): a committed micro-batch's record
         <job>/                              job_prefix()
           alive                             alive_key(): from job setup until job end
           journal.json                      journal_key(): what the job commit will do
@@ -47,6 +48,7 @@ HIDDEN_DIR = "__s3commit"
 SUCCESS_MARKER = "_SUCCESS"
 MARKER_NAME = "COMMIT_IN_PROGRESS"
 JOURNAL_NAME = "journal.json"
+STREAMS_DIR = "streams"
 ALIVE_NAME = "alive"
 #: The magic committer's directory; below ``__base/`` a path is relative to the destination.
 MAGIC_DIR = "__magic"
@@ -73,6 +75,16 @@ def marker_key(location: S3Location) -> str:
 def probe_key(location: S3Location) -> str:
     """A fresh key for the check that the store honours conditional create."""
     return hidden_prefix(location) + f"conditional-put-probe-{uuid.uuid4()}"
+
+
+def streams_prefix(location: S3Location, stream: str | None = None) -> str:
+    """Where the streams writing into the destination keep their batch records."""
+    return hidden_prefix(location) + STREAMS_DIR + "/" + (f"{stream}/" if stream else "")
+
+
+def batch_record_key(location: S3Location, stream: str, batch_id: int) -> str:
+    """A committed micro-batch's record; zero-padded so listing order is batch order."""
+    return f"{streams_prefix(location, stream)}batch-{batch_id:020d}.json"
 
 
 def job_prefix(location: S3Location, job_id: str) -> str:

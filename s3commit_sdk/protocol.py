@@ -23,6 +23,7 @@ from .options import CommitOptions, resolve_options
 from .paths import FsLocation, S3Location, parse_s3_url
 from .stages import timed_stage
 from .store import S3Settings
+from .streaming.batch import StreamBatch
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class JobContext:
     #: before job setup (the schema check reading the destination): counted with the job's
     setup_requests: dict[str, int] = field(default_factory=dict, compare=False)
     setup_retries: dict[str, int] = field(default_factory=dict, compare=False)
+    #: the micro-batch this job is (its ``job_id`` is the batch's); None for a batch job
+    stream: StreamBatch | None = None
 
     @classmethod
     def on_s3(
@@ -167,6 +170,8 @@ class JobOutcome:
     deleted: list[str] = field(default_factory=list)
     #: uploads of the job still pending at job end, aborted by its cleanup
     aborted_uploads: int = 0
+    #: a micro-batch an earlier attempt committed (or began to: then rolled forward here)
+    replayed: bool = False
 
 
 class Committer(ABC):

@@ -36,6 +36,7 @@ from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
 from .runner import resume_commit
 from .store import PendingUploadInfo, S3Store, open_store
+from .streaming.batch import StreamBatch
 from .uploads import JOB_UUID, job_of_key
 
 #: What ``abort`` may do with visible objects that only their names tie to the job.
@@ -137,6 +138,7 @@ class _Unfinished:
             settings=self.store.settings,
             job_id=journal.jobId,
             job_id_source="commit journal (recovered)",
+            stream=StreamBatch.from_fields(journal.extraData),  # its record is written too
         )
 
     def is_ours(self, commit: PendingUpload) -> bool:

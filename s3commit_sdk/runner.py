@@ -47,6 +47,7 @@ from .protocol import (
     TaskSummary,
 )
 from .redaction import redacted_logs
+from .streaming.commit import commit_batch, settle_earlier_attempt
 from .writers import write_task_output
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,14 @@ def commit_job(
     rolled back or kept its journal, as its stages say, and the error is typed."""
     committer = committer or make_committer(job)
     with driving(job), expiry_told(job, "job commit"):
+        return _commit(committer, messages, phases)
+
+
+def _commit(committer: Committer, messages: list[TaskCommit], phases: dict[str, float]):
+    """Job commit; a micro-batch's is idempotent per batch (:mod:`.streaming.commit`)."""
+    if committer.job.stream is None:
         return committer.commit_job(messages, phases)
+    return commit_batch(committer, messages, phases)
 
 
 def abort_job(
@@ -199,6 +207,10 @@ def _execute(
     committer,
     phases: dict[str, float],
 ):
+    if job.stream is not None:  # a replayed micro-batch: no task runs again
+        settled = settle_earlier_attempt(committer)
+        if settled is not None:
+            return settled
     started = time.monotonic()
     tracker.update(phase="setup")
     _set_up(committer)
@@ -245,7 +257,7 @@ def _execute(
     # a Ctrl-C held now is raised by the commit's first stage: it aborts the job
     with holding, expiry_told(job, "job commit"):
         tracker.update(phase="job commit")
-        return committer.commit_job(messages, phases)
+        return _commit(committer, messages, phases)
 
 
 def split_task_phase(messages: list[TaskCommit], wall: float) -> dict[str, float]:

@@ -27,7 +27,8 @@ def build_success(
     table_fields: Mapping[str, Any] | None = None,
 ) -> SuccessDocument:
     """``uploaded``: the files' bytes went up in this job (the S3 committers), not renamed.
-    ``table_fields``: what a table format adds to the document (Delta's version)."""
+    ``table_fields``: what a table format adds to the document (Delta's version); a stream
+    batch adds its stream and batch ids."""
     total_bytes = sum(f.size for f in files)
     uploaded_bytes = total_bytes if uploaded else 0
     metrics = {
@@ -73,7 +74,7 @@ def build_success(
         requests=dict(requests),
         retries=dict(retries or {}),
         completion_checks=dict(completion_checks or {}),
-        table=dict(table_fields or {}),
+        table={**(table_fields or {}), **(job.stream.fields() if job.stream else {})},
         schema=None if job.data_schema is None else spark_json_schema(job.data_schema),
         request_options=job.settings.requests.recorded(),
     )

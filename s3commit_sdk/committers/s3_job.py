@@ -18,6 +18,7 @@ from ..interrupts import held_interrupts
 from ..protocol import Committer, JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, run_stages
 from ..store import open_store
+from ..streaming.commit import with_batch_record
 from .checksum_probe import require_kept_checksums
 from .commit_run import CommitRun
 from .conflict import DirectoryConflict
@@ -42,6 +43,8 @@ class S3Committer(Committer):
         self.conflict = self.make_conflict_policy()
         threads = max(job.options.threads, job.options.upload_threads)
         self.store = open_store(job.settings, threads=threads)
+        if job.stream is not None:  # a micro-batch: its record before the release
+            self.stages = with_batch_record(self.stages)
 
     def visible(self, relprefix: str) -> list[str]:
         """Keys a reader would see under a directory of the destination."""

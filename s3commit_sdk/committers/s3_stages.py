@@ -135,7 +135,7 @@ def write_journal(run: CommitRun) -> None:
         commits=run.commits,
         replaced=run.replaced,
         options=job.options.public(),
-        extraData=dict(run.journal_extra),
+        extraData={**run.journal_extra, **(job.stream.fields() if job.stream else {})},
     )
     run.journal_written = True  # from the first attempt on it may exist: abort deletes it
     run.store.put(location.bucket, run.committer.journal_key, run.journal.to_json().encode())

@@ -43,6 +43,7 @@ from ..errors import CommitError, DeltaTableError, InvalidArgumentError, S3Commi
 from ..formats import Journal, PendingUpload
 from ..paths import S3Location, partition_dir
 from ..store import S3Settings, S3Store
+from ..streaming.batch import StreamBatch
 from .schema import schema_difference
 
 #: commit info key naming the job that produced a version
@@ -146,6 +147,9 @@ class TablePlan:
     mode: str
     per_partition: bool
     commits: tuple[PendingUpload, ...]
+    #: a stream's micro-batch: its app transaction (stream id, batch id) goes in the same
+    #: version, the idempotent-writes convention Delta's own streaming writers follow
+    stream: StreamBatch | None = None
 
     @classmethod
     def from_journal(cls, journal: Journal, location: S3Location) -> TablePlan:
@@ -166,6 +170,7 @@ class TablePlan:
             mode=journal.conflictMode,
             per_partition=extra[UNIT_KEY] == "partition",
             commits=tuple(journal.commits),
+            stream=StreamBatch.from_fields(extra),
         )
 
     @property
@@ -206,8 +211,13 @@ class TablePlan:
         return CommitProperties(
             custom_metadata={JOB_KEY: self.job_id},
             max_commit_retries=0 if self.exclusive else None,
-            app_transactions=[Transaction(job_app_id(self.job_id), 1), *claims],
+            app_transactions=[Transaction(job_app_id(self.job_id), 1), *claims, *self.batch()],
         )
+
+    def batch(self) -> list[Transaction]:
+        if self.stream is None:
+            return []
+        return [Transaction(self.stream.query_id, self.stream.batch_id)]
 
     def touched(self, entry: list[dict[str, Any]]) -> str | None:
         """The partition of this job that a log entry adds or removes files in, if any."""

@@ -18,8 +18,12 @@ _CRASH_DRIVER = """
 import json, sys
 import pyarrow.parquet as pq
 from s3commit_sdk import write_committed
+from s3commit_sdk.streaming import StreamBatch
 spec = json.loads(sys.argv[1])
-write_committed(pq.read_table(spec["data"]), spec["dest"], progress=False, **spec["kwargs"])
+kwargs = spec["kwargs"]
+if "stream" in kwargs:
+    kwargs["stream"] = StreamBatch(*kwargs["stream"])
+write_committed(pq.read_table(spec["data"]), spec["dest"], progress=False, **kwargs)
 """
 
 
@@ -29,6 +33,7 @@ def crash_write(
     *,
     operation: str,
     occurrence: int = 1,
+    key_contains: str = "",
     timeout: float = 60.0,
     **write_kwargs: Any,
 ) -> None:
@@ -38,9 +43,10 @@ def crash_write(
     :class:`~s3commit_sdk.testing.faultproxy.FaultProxy` that holds its ``occurrence``-th
     ``operation`` request (e.g. ``"CompleteMultipartUpload"``); as soon as that request
     arrives the child is SIGKILLed, so the request never reaches S3: a driver dying at exactly
-    that point. For demos and tests on the embedded default (the endpoint must be a local
-    ``http://`` one); ``data`` is a pandas DataFrame or pyarrow Table (the child runs the
-    in-process engine).
+    that point; with ``key_contains``, only requests whose key holds it count (e.g.
+    ``"journal.json"``). ``stream=StreamBatch(...)`` is passed on. For demos and tests on
+    the embedded default (the endpoint must be a local ``http://`` one); ``data`` is a pandas
+    DataFrame or pyarrow Table (the child runs the in-process engine).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -51,7 +57,9 @@ def crash_write(
     if not upstream.startswith("http://"):
         raise RuntimeError("crash_write needs a local http:// endpoint such as S3Sandbox's")
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
-    rule = delay(timeout * 1000 + 60_000, operation, occurrences=[occurrence])
+    rule = delay(
+        timeout * 1000 + 60_000, operation, occurrences=[occurrence], key_contains=key_contains
+    )
     with (
         tempfile.TemporaryDirectory(prefix="s3commit-crash-") as tmp,
         FaultProxy(upstream, [rule]) as proxy,
@@ -60,11 +68,13 @@ def crash_write(
         pq.write_table(table, path)
         kwargs = dict(write_kwargs)
         kwargs["options"] = {**(kwargs.get("options") or {}), "endpoint": proxy.endpoint}
+        if kwargs.get("stream") is not None:
+            kwargs["stream"] = [kwargs["stream"].query_id, kwargs["stream"].batch_id]
         spec = {"data": path, "dest": dest, "kwargs": kwargs}
         child = subprocess.Popen([sys.executable, "-c", _CRASH_DRIVER, json.dumps(spec)])
         try:
             deadline = time.monotonic() + timeout
-            while proxy.counts.get(operation, 0) < occurrence:
+            while not proxy.events:  # the delay fired: the request is held
                 if child.poll() is not None:
                     raise RuntimeError(
                         f"the driver ended (exit {child.returncode}) before {operation} "

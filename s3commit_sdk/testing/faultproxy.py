@@ -147,6 +147,8 @@ class Fault:
     #: a require-header rule's header (lower case) and the value it must have ("": any)
     header: str = ""
     value: str = ""
+    #: only requests whose path holds this text match ("": any path), e.g. "journal.json"
+    key_contains: str = ""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -158,7 +160,9 @@ class Fault:
         if self.action == BANDWIDTH and self.bytes_per_s <= 0:
             raise ValueError("a bandwidth cap needs bytes_per_s > 0")
 
-    def matches(self, operation: str) -> bool:
+    def matches(self, operation: str, path: str = "") -> bool:
+        if self.key_contains and self.key_contains not in unquote(path):
+            return False
         if self.action == EXPIRED_TOKEN:  # an expired key is refused whatever it asks
             return operation != "MotoApi"
         if self.action == REQUIRE_HEADER and self.operation == "*":
@@ -309,13 +313,22 @@ def delay(
     *,
     probability: float = 1.0,
     occurrences: Iterable[int] | None = None,
+    key_contains: str = "",
 ) -> Fault:
     """Hold the request ``ms`` milliseconds before forwarding it (latency).
 
     If the client disconnects meanwhile (it crashed), the request is dropped, never forwarded:
     a long delay on the n-th request is how tests kill a driver just before that request.
+    ``key_contains``: only requests whose path holds it match (and are counted).
     """
-    return _fault(DELAY, operation, probability=probability, occurrences=occurrences, delay_ms=ms)
+    return _fault(
+        DELAY,
+        operation,
+        occurrences,
+        probability=probability,
+        delay_ms=ms,
+        key_contains=key_contains,
+    )
 
 
 def hold(operation: str = "*", *, occurrences: Iterable[int] | None = None) -> Fault:
@@ -561,7 +574,7 @@ class FaultProxy:
                 kept = {h: headers[h] for h in self._recorded_headers if headers.get(h) is not None}
                 self._seen.append(SeenRequest(operation, kept, path.split("?", 1)[0]))
             for i, rule in enumerate(self.rules):
-                if not rule.matches(operation):
+                if not rule.matches(operation, path):
                     continue
                 if rule.action == REQUIRE_HEADER and _has_header(headers, rule):
                     continue
