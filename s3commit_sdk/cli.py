@@ -1,4 +1,5 @@
-"""``s3commit``: find and clean up pending uploads, read ``_SUCCESS``, install lifecycle rules.
+"""``s3commit``: find and clean up pending uploads, read ``_SUCCESS``, install lifecycle rules,
+list the streams writing into a destination and expire their old batch records.
 
 The commands users of ``hadoop s3guard uploads`` know, with two differences: a PATH always
 means a directory (``s3://b/out/ds1`` never reaches ``s3://b/out/ds10``), and uploads can be
@@ -16,19 +17,21 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TextIO, TypeVar
 
 import botocore.exceptions
 
-from . import iam, recovery
+from . import iam, layout, recovery
 from . import uploads as up
-from .errors import InvalidArgumentError, S3CommitError
+from .errors import InvalidArgumentError, S3CommitError, StoreError
 from .options import parse_int, resolve_options
 from .paths import parse_s3_url
 from .redaction import RedactingFilter, redacted_logs
 from .store import S3Settings
-from .textformat import printable, printable_values
+from .streaming import ledger
+from .streaming.batch import StreamBatch
+from .textformat import format_bytes, printable, printable_values
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -67,6 +70,11 @@ def _option(text: str) -> tuple[str, str]:
         except OSError as exc:
             raise argparse.ArgumentTypeError(f"option {name!r}: {exc}") from exc
     return name.strip(), value
+
+
+def _stream_id(text: str) -> str:
+    """A stream id as batch records are kept under (refused as ``StreamBatch`` refuses it)."""
+    return StreamBatch(text, 0).query_id
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +223,47 @@ def build_parser() -> argparse.ArgumentParser:
         "--kms-key", metavar="ARN", help="the SSE-KMS key's ARN: adds the KMS actions on it"
     )
     iam_policy.set_defaults(handler=_iam_policy)
+
+    streams = commands.add_parser(
+        "streams", help="the streams writing micro-batches into a destination, and their records"
+    )
+    stream_actions = streams.add_subparsers(dest="action", required=True, metavar="ACTION")
+    stream_list = stream_actions.add_parser(
+        "list", parents=[common], help="list the streams with batch records at PATH"
+    )
+    stream_list.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a destination)")
+    stream_list.add_argument("--json", action="store_true", help="print a JSON list")
+    stream_list.set_defaults(handler=_streams_list)
+
+    stream_show = stream_actions.add_parser(
+        "show", parents=[common], help="list the kept batch records of STREAM at PATH"
+    )
+    stream_show.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a destination)")
+    stream_show.add_argument(
+        "stream", metavar="STREAM", type=_argument(_stream_id), help="the stream's id"
+    )
+    stream_show.add_argument("--json", action="store_true", help="print a JSON list")
+    stream_show.set_defaults(handler=_streams_show)
+
+    stream_expire = stream_actions.add_parser(
+        "expire",
+        parents=[common],
+        help="delete the records of all but the newest N batches of STREAM (not their data)",
+    )
+    stream_expire.add_argument("path", metavar="PATH", help="s3://bucket/prefix (a destination)")
+    stream_expire.add_argument(
+        "stream", metavar="STREAM", type=_argument(_stream_id), help="the stream's id"
+    )
+    stream_expire.add_argument(
+        "--keep",
+        type=_whole_number("--keep", 1),
+        default=ledger.DEFAULT_KEEP,
+        metavar="N",
+        help="keep the records of the newest N batches (at least 1: a replay of the newest "
+        f"batch needs its record; default {ledger.DEFAULT_KEEP}, as many batches as Spark "
+        "keeps replayable)",
+    )
+    stream_expire.set_defaults(handler=_streams_expire)
     return parser
 
 
@@ -451,6 +500,143 @@ def _abort(args, options, now, out: TextIO) -> int:
 
 def _iam_policy(args, options, now, out: TextIO) -> int:
     print(iam.policy_json(args.path, args.uses, args.kms_key), file=out)
+    return EXIT_OK
+
+
+# -- streams -----------------------------------------------------------------------------------
+def _directory(path: str) -> str:
+    """``s3://bucket/prefix/``: the destination, for messages."""
+    location = parse_s3_url(path)
+    return f"s3://{location.bucket}/{location.dir_prefix}"
+
+
+def _utc(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+def _aligned(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    """Columns two spaces apart; those in ``right`` (numbers) aligned right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """``0..3, 7, 9..10``: batch ids (ascending) as runs."""
+    runs: list[list[int]] = []
+    for batch_id in ids:
+        if runs and batch_id == runs[-1][1] + 1:
+            runs[-1][1] = batch_id
+        else:
+            runs.append([batch_id, batch_id])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
+def _no_records(args: argparse.Namespace) -> StoreError:
+    where = _directory(args.path)
+    return StoreError(
+        f"no batch records of stream {args.stream!r} under {where}: no batch of it has "
+        "committed there, or its records were deleted",
+        remedy=f"s3commit streams list {where}",  # the streams that have records there
+    )
+
+
+def _record_count(path: str, stream: str, options: dict[str, Any]) -> int:
+    """How many batch records ``stream`` has at ``path``: one listing, no record read."""
+    location = parse_s3_url(path)
+    prefix = layout.streams_prefix(location, stream)
+    listed = up.open_uploads_store(options).list_objects(location.bucket, prefix)
+    return sum(1 for o in listed if o.key.endswith(".json") and "/batch-" in o.key)
+
+
+def _streams_list(args, options, now, out: TextIO) -> int:
+    found = ledger.list_streams(args.path, options)
+    if args.json:
+        print(ledger.records_json(found), file=out)
+        return EXIT_OK
+    header = ("STREAM", "BATCHES", "FIRST..LAST", "ROWS", "FILES", "BYTES", "LAST COMMIT")
+    rows = [(*header, "LAST MS", "MEAN MS")]
+    for s in found:
+        rows.append(
+            (
+                printable(s.stream),
+                str(s.batches),
+                f"{s.first_batch}..{s.last_batch}",
+                str(s.rows),
+                str(s.files),
+                format_bytes(s.bytes),
+                _utc(s.last_committed_ms),
+                _ms(s.last_commit_s),
+                _ms(s.mean_commit_s),
+            )
+        )
+    if found:
+        print(_lines(_aligned(rows, right={1, 3, 4, 5, 7, 8})), file=out)
+    print(f"{len(found)} stream(s) with batch records under {_directory(args.path)}", file=out)
+    return EXIT_OK
+
+
+def _streams_show(args, options, now, out: TextIO) -> int:
+    records = ledger.stream_batches(args.path, args.stream, options)
+    if not records:
+        raise _no_records(args)
+    if args.json:
+        print(ledger.records_json(records), file=out)
+        return EXIT_OK
+    rows = [("BATCH", "JOB", "COMMITTED", "ROWS", "FILES", "BYTES", "COMMIT MS")]
+    for r in records:
+        rows.append(
+            (
+                str(r.batch_id),
+                printable(r.job_id),
+                _utc(r.committed_ms),
+                str(r.rows),
+                str(r.files),
+                format_bytes(r.bytes),
+                _ms(r.commit_s),
+            )
+        )
+    print(_lines(_aligned(rows, right={0, 3, 4, 5, 6})), file=out)
+    total = ledger.StreamSummary.of(args.stream, records)
+    print(
+        f"{total.batches} batch record(s) of stream {args.stream!r} under "
+        f"{_directory(args.path)}: {total.rows} rows, {total.files} files, "
+        f"{format_bytes(total.bytes)}; commit {_ms(total.mean_commit_s)} ms on average",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _streams_expire(args, options, now, out: TextIO) -> int:
+    expired = ledger.expire_batches(args.path, args.stream, args.keep, options)
+    where = _directory(args.path)
+    if expired:
+        print(
+            f"deleted the records of batch(es) {_id_ranges(expired)} of stream "
+            f"{args.stream!r} under {where}, keeping the newest {args.keep}",
+            file=out,
+        )
+        print("the data files are untouched: only batch records were deleted", file=out)
+        return EXIT_OK
+    kept = _record_count(args.path, args.stream, options)
+    if not kept:
+        raise _no_records(args)
+    print(
+        f"nothing to expire: stream {args.stream!r} has {kept} batch record(s) under {where}, "
+        f"no more than --keep {args.keep}",
+        file=out,
+    )
     return EXIT_OK
 
 

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructField, StructType
 
 from .api import new_job
+from .committers import make_committer
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import execute_spark_task, struct_to_arrow
 from .errors import (
@@ -53,8 +54,11 @@ from .runner import abort_job, commit_job, setup_job, split_task_phase
 from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
 from .schema_check import checked_job
 from .store import S3Settings
+from .streaming.batch import StreamBatch
 
 NAME = "s3commit"
+#: a stream's job before its first batch: each batch's tasks replace it with their batch's
+UNSTARTED = StreamBatch("unstarted", 0)
 _DEFAULT_SPLIT = "128M"  # as spark.sql.files.maxPartitionBytes
 
 
@@ -93,6 +97,18 @@ class S3CommitDataSource(DataSource):
         now = time.time()
         return S3CommitWriter(job, arrow, now - started, now)
 
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        """``df.writeStream.format("s3commit")``: every option and the destination checked
+        once, as the query starts; each micro-batch is then one job (:mod:`.streaming.sink`)."""
+        from .streaming.sink import S3CommitStreamWriter, stream_options
+
+        arrow = struct_to_arrow(schema, "UTC")
+        with crossing_spark():
+            options, checkpoint = stream_options(self.options, overwrite)
+            job = checked_job(write_job(options, arrow, False, stream=UNSTARTED))
+            make_committer(job).check_destination()
+        return S3CommitStreamWriter(job, arrow, checkpoint)
+
     # -- reading ------------------------------------------------------------------------------
     def schema(self) -> StructType:
         read = ReadOptions.parse(self.options)
@@ -107,7 +123,12 @@ class S3CommitDataSource(DataSource):
         return PruningReader(plan) if _planning_with_pushdown() else S3CommitReader(plan)
 
 
-def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) -> JobContext:
+def write_job(
+    options: Mapping[str, str],
+    schema: pa.Schema,
+    overwrite: bool,
+    stream: StreamBatch | None = None,
+) -> JobContext:
     """The job ``df.write.format("s3commit")`` describes, validated as ``write_committed`` does.
 
     ``mode("overwrite")`` is conflict mode replace (the directory committer replaces the whole
@@ -135,6 +156,7 @@ def write_job(options: Mapping[str, str], schema: pa.Schema, overwrite: bool) ->
         conf={},
         credentials_provider=provider,
         default_conflict_mode="replace" if overwrite else "append",
+        stream=stream,
     )
 
 
@@ -166,7 +188,7 @@ class S3CommitWriter(DataSourceArrowWriter):
         return TaskCommitMessage(execute_spark_task(self.job, iterator, self.schema).encode())
 
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
-        decoded = _decoded(messages)
+        decoded = decoded_messages(messages)
         tasks = time.time() - self.tasks_from
         phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(decoded, tasks)}
         with crossing_spark():
@@ -176,10 +198,12 @@ class S3CommitWriter(DataSourceArrowWriter):
         """Wait until Spark has destroyed the killed attempts, then abort by job UUID."""
         time.sleep(attempts_settle_seconds())
         with crossing_spark():
-            abort_job(self.job, _decoded(messages, strict=False))
+            abort_job(self.job, decoded_messages(messages, strict=False))
 
 
-def _decoded(messages: list[TaskCommitMessage | None], strict: bool = True) -> list[TaskCommit]:
+def decoded_messages(
+    messages: list[TaskCommitMessage | None], strict: bool = True
+) -> list[TaskCommit]:
     """The tasks' messages; an abort skips one it cannot read (its uploads are found by the
     job's UUID)."""
     decoded = []

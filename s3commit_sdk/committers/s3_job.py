@@ -87,15 +87,20 @@ class S3Committer(Committer):
 
     # -- job setup ----------------------------------------------------------------------------
     def setup_job(self) -> None:
-        self.store.check_bucket(self.location.bucket)
-        require_kept_checksums(self.job.settings, self.location)  # first: every PUT has them
-        if self.job.options.exclusive_commit == "required":
-            require_conditional_create(self.job.settings, self.location)
+        self.check_destination()
         marker = layout.marker_key(self.location)
         if self.locks_destination and self.store.head(self.location.bucket, marker) is not None:
             raise self.concurrent_commit_error(uploads_aborted=False)
         self.conflict.check_job(self.visible, self.location.url())
         self.store.put(self.location.bucket, self.alive_key, self.job.job_id.encode())
+
+    def check_destination(self) -> None:
+        """The bucket, and what the job's options need of the store; nothing is written
+        (a stream checks once, then each batch's tasks open their job: streaming.commit)."""
+        self.store.check_bucket(self.location.bucket)
+        require_kept_checksums(self.job.settings, self.location)  # first: every PUT has them
+        if self.job.options.exclusive_commit == "required":
+            require_conditional_create(self.job.settings, self.location)
 
     # -- continuity: no attempt can add output after the job ended ----------------------------
     @property

@@ -18,6 +18,10 @@ QUERY_KEY = "streamQueryId"
 BATCH_KEY = "streamBatchId"
 
 
+def is_stream_id(text: object) -> bool:
+    return isinstance(text, str) and _STREAM_ID.fullmatch(text) is not None
+
+
 @dataclass(frozen=True)
 class StreamBatch:
     """Micro-batch ``batch_id`` of the stream ``query_id``.
@@ -31,7 +35,7 @@ class StreamBatch:
     batch_id: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.query_id, str) or not _STREAM_ID.fullmatch(self.query_id):
+        if not is_stream_id(self.query_id):
             raise InvalidArgumentError(
                 f"stream id {self.query_id!r}: give 1 to 128 letters, digits, '.', '_' or '-' "
                 "(Spark's query id, or a name that stays the same across restarts)"

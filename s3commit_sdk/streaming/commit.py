@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from .. import layout
 from ..formats import Journal, SuccessDocument
-from ..protocol import JobOutcome, TaskCommit
+from ..protocol import JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, add_stage
+from ..store import open_store
 from .ledger import get_if_present, read_record, write_record
 
 if TYPE_CHECKING:
@@ -70,6 +71,20 @@ def commit_batch(
         return committer.commit_job(messages, phases)
     committer.abort_job(messages)  # this attempt's uploads duplicate the committed batch
     return settled
+
+
+def abort_batch(committer: S3Committer, messages: list[TaskCommit]) -> None:
+    """Abort this attempt of a batch: an earlier attempt's unfinished commit is rolled forward
+    first (its uploads carry the same job id: aborting by job id would take them too)."""
+    settle_earlier_attempt(committer)
+    committer.abort_job(messages)
+
+
+def open_batch(job: JobContext) -> None:
+    """A task's part of a batch's job setup: the job's alive marker (every task of the batch
+    writes the same one), so its uploads pass the continuity check until the batch ends."""
+    store = open_store(job.settings, threads=1)
+    store.put(job.location.bucket, layout.alive_key(job.location, job.job_id), job.job_id.encode())
 
 
 def replayed_outcome(record: SuccessDocument) -> JobOutcome:

@@ -21,7 +21,7 @@ from ..formats import SuccessDocument, parse_success
 from ..paths import S3Location, parse_s3_url
 from ..store import S3Store
 from ..uploads import open_uploads_store
-from .batch import BATCH_KEY, QUERY_KEY, StreamBatch
+from .batch import BATCH_KEY, QUERY_KEY, StreamBatch, is_stream_id
 
 #: answers of a GET for a key that does not exist
 _MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -165,8 +165,9 @@ def stream_batches(
         if body is None:  # expired meanwhile
             continue
         doc = parse_success(body)
-        if doc is None or StreamBatch.from_fields(doc.table) is None:
-            raise PendingSetError(f"{location.url(key)} is not a batch record")
+        batch = None if doc is None else StreamBatch.from_fields(doc.table)
+        if batch is None or batch.query_id != stream or batch.job_id != doc.job_id:
+            raise PendingSetError(f"{location.url(key)} is not a record of stream {stream!r}")
         records.append(BatchRecord.of(doc))
     return records
 
@@ -176,7 +177,8 @@ def list_streams(path: str, options: Mapping[str, Any] | None = None) -> list[St
     store, location = _open(path, options)
     prefix = layout.streams_prefix(location)
     listed = store.list_objects(location.bucket, prefix)
-    streams = sorted({o.key[len(prefix) :].split("/", 1)[0] for o in listed})
+    names = {o.key[len(prefix) :].split("/", 1)[0] for o in listed}
+    streams = sorted(n for n in names if is_stream_id(n))  # anything else is not ours
     found = []
     for stream in streams:
         records = stream_batches(path, stream, options)
