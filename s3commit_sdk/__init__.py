@@ -17,6 +17,7 @@ from .errors import (
     InvalidPathError,
     JournalTrustError,
     MissingPermissionError,
+    NoStreamError,
     PendingSetError,
     S3CommitError,
     SchemaMismatchError,
@@ -29,6 +30,8 @@ from .errors import (
 )
 from .formats import SuccessDocument
 from .options import CommitterName, ConflictMode, OutputFormat
+from .reading import read_table
+from .streaming.batch import StreamBatch
 
 __all__ = [
     "AccessDeniedError",
@@ -47,11 +50,13 @@ __all__ = [
     "InvalidPathError",
     "JournalTrustError",
     "MissingPermissionError",
+    "NoStreamError",
     "OutputFormat",
     "PendingSetError",
     "S3CommitError",
     "SchemaMismatchError",
     "StoreError",
+    "StreamBatch",
     "SuccessDocument",
     "TaskFailedError",
     "UnknownOptionError",
@@ -60,6 +65,7 @@ __all__ = [
     "WorkerPythonError",
     "WriteResult",
     "read_result",
+    "read_table",
     "register",
     "write_committed",
 ]

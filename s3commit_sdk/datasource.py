@@ -22,7 +22,6 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -40,26 +39,22 @@ from .committers import make_committer
 from .engines.connect import attempts_settle_seconds
 from .engines.spark import execute_spark_task, struct_to_arrow
 from .errors import (
-    InvalidArgumentError,
     InvalidOptionError,
     InvalidPathError,
-    PendingSetError,
     crossing_spark,
 )
-from .options import parse_size, parse_text, resolve_options
-from .paths import S3Location, parse_s3_url
-from .protocol import JobContext, TaskCommit
+from .options import parse_text
+from .protocol import JobContext, decode_messages
 from .pruning import may_match, partition_values
+from .reading import ReadOptions
 from .runner import abort_job, commit_job, setup_job, split_task_phase
-from .scan import FileSplit, Listing, file_schema, list_table, plan_splits, read_split, store_for
+from .scan import FileSplit, Listing, file_schema, plan_splits, read_split
 from .schema_check import checked_job
-from .store import S3Settings
 from .streaming.batch import StreamBatch
 
 NAME = "s3commit"
 #: a stream's job before its first batch: each batch's tasks replace it with their batch's
 UNSTARTED = StreamBatch("unstarted", 0)
-_DEFAULT_SPLIT = "128M"  # as spark.sql.files.maxPartitionBytes
 
 
 def register(spark) -> None:
@@ -188,7 +183,7 @@ class S3CommitWriter(DataSourceArrowWriter):
         return TaskCommitMessage(execute_spark_task(self.job, iterator, self.schema).encode())
 
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
-        decoded = decoded_messages(messages)
+        decoded = decode_messages(messages)
         tasks = time.time() - self.tasks_from
         phases = {"job_setup": self.setup_s, "tasks": tasks, **split_task_phase(decoded, tasks)}
         with crossing_spark():
@@ -198,79 +193,10 @@ class S3CommitWriter(DataSourceArrowWriter):
         """Wait until Spark has destroyed the killed attempts, then abort by job UUID."""
         time.sleep(attempts_settle_seconds())
         with crossing_spark():
-            abort_job(self.job, decoded_messages(messages, strict=False))
-
-
-def decoded_messages(
-    messages: list[TaskCommitMessage | None], strict: bool = True
-) -> list[TaskCommit]:
-    """The tasks' messages; an abort skips one it cannot read (its uploads are found by the
-    job's UUID)."""
-    decoded = []
-    for message in filter(None, messages):
-        try:
-            decoded.append(TaskCommit.decode(message.message))
-        except PendingSetError:
-            if strict:
-                raise
-    return decoded
+            abort_job(self.job, decode_messages(messages, strict=False))
 
 
 # -- reading ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReadOptions:
-    """``spark.read.format("s3commit")`` options: S3 ones as ``write_committed`` takes them."""
-
-    location: S3Location
-    format: str | None
-    zone: str
-    split_bytes: int
-    settings: S3Settings
-    version: int | None = None  # versionAsOf: a Delta table's version
-    iceberg: Any = None  # format iceberg: the table and snapshot (iceberg.read.IcebergRead)
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        given = dict(options)
-        path = given.pop("path", None)
-        if not path:
-            raise InvalidPathError("no source: call .load('s3://bucket/prefix')")
-        fmt = given.pop("format", None)
-        version = _version_as_of(given.pop("versionasof", None))
-        zone = given.pop("timezone", "UTC")
-        split = parse_size("maxPartitionBytes", given.pop("maxpartitionbytes", _DEFAULT_SPLIT))
-        provider = given.pop("credentials_provider", None)
-        snapshot, as_of = given.pop("snapshotid", None), given.pop("asoftimestamp", None)
-        resolved = resolve_options(given)
-        settings = S3Settings.resolve(resolved, provider=provider)
-        iceberg = None
-        if fmt == "iceberg":
-            from .iceberg.read import IcebergRead
-
-            iceberg = IcebergRead.parse(resolved, snapshot, as_of)
-        elif snapshot is not None or as_of is not None:
-            raise InvalidArgumentError(
-                "snapshotId and asOfTimestamp read a snapshot of an Iceberg table: give "
-                ".option('format', 'iceberg')"
-            )
-        return cls(parse_s3_url(path), fmt, zone, split, settings, version, iceberg)
-
-    @property
-    def store(self):
-        return store_for(self.settings)
-
-    def list(self) -> Listing:
-        return list_table(self.store, self.location, self.format, self.version, self.iceberg)
-
-
-def _version_as_of(text: str | None) -> int | None:
-    if text is None:
-        return None
-    if not str(text).strip().isdigit():
-        raise InvalidArgumentError(f"versionAsOf={text!r}: give a Delta table version, 0 or more")
-    return int(text)
-
-
 def table_schema(data: StructType, listing: Listing) -> StructType:
     """The file's columns, then the partition columns (which win over a same-named column)."""
     from pyspark.sql.pandas.types import from_arrow_type

@@ -119,6 +119,10 @@ class StoreError(S3CommitError):
         self.code = code
 
 
+class NoStreamError(StoreError):
+    """No stream has a committed micro-batch's record under the destination."""
+
+
 class ConflictError(S3CommitError):
     """The destination (or a partition of it) holds data and the conflict mode is ``fail``."""
 

@@ -233,3 +233,17 @@ class OutputSink(ABC):
     def abort(self, relpath: str) -> None:
         """The writer failed mid-file: whatever was written must never become visible."""
         return None
+
+
+def decode_messages(messages: list[Any], strict: bool = True) -> list[TaskCommit]:
+    """The encoded :class:`TaskCommit` of each Spark writer message (its ``message``; None for
+    a task that sent none); an abort skips one it cannot read (its uploads are found by the
+    job's UUID)."""
+    decoded = []
+    for message in filter(None, messages):
+        try:
+            decoded.append(TaskCommit.decode(message.message))
+        except PendingSetError:
+            if strict:
+                raise
+    return decoded

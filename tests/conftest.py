@@ -167,23 +167,10 @@ def rows_of(table, columns: list[str] | None = None) -> list[tuple]:
 
 
 def sdk_table(url: str, options: dict | None = None):
-    """Every row through the SDK's reader, as the data source's driver and tasks read them."""
-    import pyarrow as pa
+    """Every row through the SDK's reader (what the data source reads), as Arrow."""
+    from s3commit_sdk import read_table
 
-    from s3commit_sdk.paths import parse_s3_url
-    from s3commit_sdk.scan import file_schema, list_table, plan_splits, read_split
-    from s3commit_sdk.store import open_store
-
-    store = open_store(options)
-    listing = list_table(store, parse_s3_url(url), None)
-    columns = file_schema(store, listing)
-    partitions = zip(listing.partition_columns, listing.partition_types, strict=True)
-    wanted = pa.schema([*columns, *(pa.field(c, t) for c, t in partitions)])
-    found = []
-    for split in plan_splits(store, listing, 128 * 2**20):
-        for batch in read_split(store, listing, split, columns, wanted, "UTC"):
-            found += batch.to_pylist()
-    return pa.Table.from_pylist(found)
+    return read_table(url, options=options)
 
 
 def wait_for_request(proxy, operation: str, count: int, job) -> None:

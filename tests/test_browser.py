@@ -580,3 +580,37 @@ def test_a_failed_write_shows_its_panel_and_the_error_without_the_sdks_frames(tm
             raise
         finally:
             browser.close()
+
+
+# -- JupyterLab: StreamMonitor follows a batch committed meanwhile ------------------------------
+@pytest.mark.timeout(300)
+def test_stream_monitor_shows_a_new_batch_in_jupyterlab(s3_server, dest, tmp_path):
+    """The panel of a stream with 2 batches; a 3rd committed by this process appears in the
+    page through the monitor's polling thread, with no re-run of the cell."""
+    from playwright.sync_api import expect, sync_playwright
+    from test_stream_widget import write_batch
+
+    write_batch(dest, 0)
+    write_batch(dest, 1)
+    cell = f"""
+import os
+os.environ.update({s3_server.env!r})
+from s3commit_sdk.widgets import StreamMonitor
+StreamMonitor({dest.url!r}, interval_s=0.5)
+"""
+    with lab_serving(tmp_path, lab_notebook([cell])) as url, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1100})
+            monitor = run_all_in_lab(page, url).nth(0).locator(".s3commit-stream-monitor")
+            expect(monitor).to_contain_text("2 (batches 0..1)", timeout=180_000)
+            write_batch(dest, 2)
+            expect(monitor).to_contain_text("3 (batches 0..2)", timeout=60_000)
+            expect(monitor).to_contain_text("refreshing every 0.5 s")
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

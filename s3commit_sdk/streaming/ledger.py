@@ -148,7 +148,7 @@ def _open(path: str, options: Mapping[str, Any] | None) -> tuple[S3Store, S3Loca
     return open_uploads_store(dict(options) if options else None), parse_s3_url(path)
 
 
-def _record_keys(store: S3Store, location: S3Location, stream: str) -> list[str]:
+def record_keys(store: S3Store, location: S3Location, stream: str) -> list[str]:
     prefix = layout.streams_prefix(location, StreamBatch(stream, 0).query_id)
     keys = [o.key for o in store.list_objects(location.bucket, prefix)]
     return sorted(k for k in keys if k.endswith(".json") and "/batch-" in k)
@@ -160,7 +160,7 @@ def stream_batches(
     """The committed batches of ``stream`` at the destination ``path``, oldest first."""
     store, location = _open(path, options)
     records = []
-    for key in _record_keys(store, location, stream):
+    for key in record_keys(store, location, stream):
         body = get_if_present(store, location.bucket, key)
         if body is None:  # expired meanwhile
             continue
@@ -203,7 +203,7 @@ def expire_batches(
             f"keep={keep!r}: keep at least the newest batch's record (its replay needs it)"
         )
     store, location = _open(path, options)
-    keys = _record_keys(store, location, stream)
+    keys = record_keys(store, location, stream)
     doomed = keys[: max(len(keys) - keep, 0)]
     store.delete_keys(location.bucket, doomed)
     return [int(k.rsplit("batch-", 1)[1].removesuffix(".json")) for k in doomed]

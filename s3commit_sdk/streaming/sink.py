@@ -29,7 +29,7 @@ from ..committers import make_committer
 from ..engines.connect import attempts_settle_seconds
 from ..engines.spark import execute_spark_task
 from ..errors import InvalidArgumentError, S3CommitError, crossing_spark
-from ..protocol import JobContext, TaskCommit
+from ..protocol import JobContext, decode_messages
 from ..runner import commit_job, driving
 from ..store import open_store
 from .batch import StreamBatch
@@ -108,7 +108,7 @@ class S3CommitStreamWriter(DataSourceStreamArrowWriter):
         if job is None:  # no task wrote, and the checkpoint is not readable: nothing to commit
             return
         with crossing_spark():
-            commit_job(job, _decoded(messages), {})
+            commit_job(job, decode_messages(messages), {})
 
     def abort(self, messages: list[BatchCommitMessage | None], batchId: int) -> None:
         """Once Spark has destroyed the killed attempts: an earlier attempt's unfinished
@@ -118,7 +118,7 @@ class S3CommitStreamWriter(DataSourceStreamArrowWriter):
         if job is None:
             return
         with crossing_spark(), driving(job):
-            abort_batch(make_committer(job), _decoded(messages, strict=False))
+            abort_batch(make_committer(job), decode_messages(messages, strict=False))
 
     def batch_job(self, stream: StreamBatch) -> JobContext:
         return replace(self.job, **stream_job_fields(stream))
@@ -129,9 +129,3 @@ class S3CommitStreamWriter(DataSourceStreamArrowWriter):
         if query_id is None:
             return None
         return self.batch_job(StreamBatch(query_id, int(batch_id)))
-
-
-def _decoded(messages: list[BatchCommitMessage | None], strict: bool = True) -> list[TaskCommit]:
-    from ..datasource import decoded_messages
-
-    return decoded_messages(messages, strict)
