@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import iceberg
+from . import iceberg, streaming
 from .commit_scaling import RAW, RECOVERED
 from .frontends import REFERENCE as FRONTEND_REFERENCE
 from .harness import DESCRIPTIONS, KINDS, MIB, Record, Run, Target
@@ -26,6 +26,8 @@ COMMIT_THREADS = 32
 
 NEAR_DIRECT, COMMIT_RAW, COMMIT_BYTES, RECOVERY = 1.05, 1.10, 1.10, 1.20
 RSS_FLAT, FRONTEND_RATIO = 1.10, 1.05
+#: the commit of one micro-batch of 8 files (the median over the stream's batches), ms
+STREAM_COMMIT_MS = 150
 
 
 def cell(record: Record, metric: str, digits: int = 2) -> str:
@@ -254,6 +256,26 @@ def _peers(run: Run, kind: str) -> Found:
     ]
 
 
+def _stream_commit(run: Run, kind: str) -> Found:
+    """The commit of each micro-batch of ``df.writeStream.format("s3commit")`` (Parquet),
+    from its record: the median over the stream's batches."""
+    found = []
+    for record in run.of(streaming.SCENARIO, endpoint=kind, writer=streaming.OURS):
+        if "commit_ms" not in record.metrics:
+            continue
+        commit = record.metrics["commit_ms"]
+        found.append(
+            (
+                commit["median"] <= STREAM_COMMIT_MS,
+                f"{commit['median']:.0f} ms median (p90 {commit['p90']:.0f}, max "
+                f"{commit['max']:.0f}) over {commit['n']} batches of "
+                f"{record.labels['rows_per_batch']:,} rows, "
+                f"{record.notes['files_per_batch']} files each",
+            )
+        )
+    return found
+
+
 CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
     (
         f"committed / direct write <= {NEAR_DIRECT} (directory, partitioned, magic; "
@@ -283,6 +305,11 @@ CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
         _frontends,
     ),
     ("peers measured on the same endpoint and data", _peers),
+    (
+        f"streaming: commit of a micro-batch of 8 files <= {STREAM_COMMIT_MS} ms "
+        "(median over the batches, writeStream.format('s3commit'), Parquet)",
+        _stream_commit,
+    ),
 ]
 
 
@@ -401,6 +428,12 @@ def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
             lambda kind: _seconds_headline(run, kind, iceberg.PEERS, "tool"),
         ),
         ("job commit as an Iceberg snapshot vs Parquet", lambda kind: _iceberg_commit(run, kind)),
+        (
+            "streaming, 8 files per batch: commit per batch (Spark's sink: addBatch), rows/s",
+            lambda kind: "; ".join(
+                streaming.commit_summary(r) for r in run.of(streaming.SCENARIO, endpoint=kind)
+            ),
+        ),
         ("the endpoint's raw limits", lambda kind: _limits_headline(run, kind)),
     ]
     return rows
@@ -621,6 +654,20 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("cleanup s", lambda r: cell(r, "cleanup_s", 3)),
         ],
     ),
+    (
+        "11. Streaming: micro-batches of 8 files (one source file per batch, availableNow); "
+        "per-batch ms as median / p90 / max",
+        streaming.SCENARIO,
+        [
+            ("rows/s", lambda r: cell(r, "rows_per_s", 0)),
+            ("query s", lambda r: cell(r, "seconds")),
+            ("commit ms", streaming.ms_cell("commit_ms")),
+            ("addBatch ms", streaming.ms_cell("add_batch_ms")),
+            ("batch ms (triggerExecution)", streaming.ms_cell("batch_ms")),
+            ("commit measured by", lambda r: r.notes.get("commit_measured_by", "")),
+            ("destination", lambda r: r.notes.get("destination", "")),
+        ],
+    ),
 ]
 
 
@@ -655,6 +702,7 @@ def charts(run: Run, folder: Path, stem: str) -> list[str]:
         ("latency", "seconds", "seconds (emulated latency)", lambda x: x["writer"]),
         ("frontends", "seconds", "seconds", lambda x: x["frontend"]),
         (iceberg.PEERS, "seconds", "seconds", lambda x: x["tool"]),
+        (streaming.SCENARIO, "rows_per_s", "rows/s (end to end)", lambda x: x["writer"]),
         (
             "store_limit",
             "mib_per_s",

@@ -27,7 +27,16 @@ from pathlib import Path
 
 from s3commit_sdk.testing.faultproxy import bandwidth, delay
 
-from . import commit_scaling, end_to_end, frontends, iceberg, memory, peers, store_limit
+from . import (
+    commit_scaling,
+    end_to_end,
+    frontends,
+    iceberg,
+    memory,
+    peers,
+    store_limit,
+    streaming,
+)
 from .data import tasks_for
 from .harness import KINDS, Endpoint, Run
 from .report import charts, evaluate, markdown
@@ -66,6 +75,8 @@ class Plan:
     frontends_mib: int
     #: files of the job committed as Iceberg and as plain Parquet, and how often
     iceberg_commit: tuple[int, int]
+    #: micro-batches of the stream, rows per batch (8 files each), timed queries per writer
+    streaming: tuple[int, int, int]
 
 
 QUICK = Plan(
@@ -90,6 +101,7 @@ QUICK = Plan(
     latency_mib=16,
     frontends_mib=16,
     iceberg_commit=(300, 1),
+    streaming=(5, 4000, 1),
 )
 FULL = Plan(
     e2e=(
@@ -122,6 +134,7 @@ FULL = Plan(
     latency_mib=64,
     frontends_mib=1024,
     iceberg_commit=(10_000, 2),
+    streaming=(30, 50_000, 3),
 )
 
 
@@ -207,6 +220,10 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
             lambda run, endpoint: frontends.run_frontends(
                 run, endpoint, spark, plan.frontends_mib, plan.repeats
             ),
+        ),
+        (
+            "streaming",
+            lambda run, endpoint: streaming.run_streaming(run, endpoint, spark, *plan.streaming),
         ),
         (
             "memory",
