@@ -1,7 +1,7 @@
 """``df.writeStream.format("s3commit")`` and ``foreachBatch(exactly_once(...))`` on Spark,
 killed at each step of a micro-batch's commit and restarted from the same checkpoint.
 
-A child process runs the query (tests/stream_driver.py): a file source read one file per
+A child process runs the query (`s3commit_sdk.testing.crash`): a file source read one file per
 batch (replayable: the same batch id reads the same file after a restart), three days per
 file, so each batch commits three files. The child's S3 requests go through a fault proxy that
 holds the chosen request of batch 1 (its journal PUT, its first or second completion, its record
@@ -15,11 +15,6 @@ the SDK's reader; nothing is pending and no journal or marker is left.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,7 +23,8 @@ import pytest
 from conftest import list_keys, read_back, rows_of, sdk_table, visible_keys
 
 from s3commit_sdk.streaming import stream_batches
-from s3commit_sdk.testing.faultproxy import FaultProxy, delay
+from s3commit_sdk.testing.crash import crash_stream, run_stream
+from s3commit_sdk.testing.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.spark
 
@@ -55,36 +51,6 @@ def source_files(folder: Path) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def start(spec: dict, s3_server, work: Path) -> subprocess.Popen:
-    paths = [str(DRIVER.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, **s3_server.env, "PYTHONPATH": os.pathsep.join(paths)}
-    log = open(work / "child.log", "a")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [sys.executable, str(DRIVER), json.dumps(spec)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: the JVM and workers die with it
-    )
-
-
-def kill_group(child: subprocess.Popen) -> None:
-    os.killpg(child.pid, signal.SIGKILL)
-    child.wait(timeout=60)
-
-
-def run_to_end(spec: dict, s3_server, work: Path, timeout: float = 300) -> dict:
-    child = start(spec, s3_server, work)
-    try:
-        code = child.wait(timeout=timeout)
-    finally:
-        if child.poll() is None:
-            kill_group(child)
-    if code != 0:
-        pytest.fail(f"the stream failed:\n{(work / 'child.log').read_text()[-6000:]}")
-    return json.loads(Path(spec["out"]).read_text())
-
-
 #: kill point: (operation, occurrence among the requests whose path holds key) of batch 1;
 #: batch 0 made one journal, three completions, one record, and batch 1 the same again
 KILL_POINTS = {
@@ -106,7 +72,7 @@ def release_after_record(spec: dict, s3_server, work: Path) -> int:
     }
     with FaultProxy(s3_server.endpoint, []) as proxy:
         proxy.record_headers("host")
-        run_to_end({**trial, "endpoint": proxy.endpoint}, s3_server, work)
+        run_stream({**trial, "endpoint": proxy.endpoint})
         seen = proxy.requests
     records = [
         i for i, r in enumerate(seen) if "/streams/" in r.path and r.operation == "PutObject"
@@ -142,24 +108,18 @@ def test_killed_mid_batch_then_restarted(s3_server, s3, dest, tmp_path, mode, si
         "source": str(tmp_path / "source"),
         "checkpoint": str(tmp_path / "checkpoint"),
         "dest": dest.url,
-        "out": str(tmp_path / "out.json"),
+        "endpoint": s3_server.endpoint,
+        "env": s3_server.env,
+        "options": {"threads": "1"},  # one completion at a time: "k of n" is exact
     }
     operation, occurrence, key = KILL_POINTS[point]
     occurrence = occurrence or release_after_record(spec, s3_server, tmp_path)
-    rule = delay(600_000, operation, occurrences=[occurrence], key_contains=key)
-    with FaultProxy(s3_server.endpoint, [rule]) as proxy:
-        child = start({**spec, "endpoint": proxy.endpoint}, s3_server, tmp_path)
-        deadline = time.monotonic() + 240
-        while not proxy.events:
-            assert child.poll() is None, (tmp_path / "child.log").read_text()[-6000:]
-            assert time.monotonic() < deadline, "the kill point was never reached"
-            time.sleep(0.05)
-        kill_group(child)
+    crash_stream(spec, operation=operation, occurrence=occurrence, key_contains=key)
     stream = "orders" if sink == "foreach" else _query(tmp_path)
     committed = [r.batch_id for r in stream_batches(dest.url, stream)]
     assert committed == ([0, 1] if point == "after the batch record" else [0])
 
-    run_to_end({**spec, "endpoint": s3_server.endpoint}, s3_server, tmp_path)
+    run_stream(spec)
     assert read_back(s3_server, dest.prefix) == rows_of(rows)
     assert rows_of(sdk_table(dest.url)) == rows_of(rows)
     assert [r.batch_id for r in stream_batches(dest.url, stream)] == list(range(FILES))

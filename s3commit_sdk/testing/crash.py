@@ -5,6 +5,7 @@ Not a stable API (see :mod:`s3commit_sdk.testing`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 _CRASH_DRIVER = """
@@ -86,4 +88,82 @@ def crash_write(
         finally:
             if child.poll() is None:
                 child.send_signal(signal.SIGKILL)
+            child.wait()
+
+
+def run_stream(spec: dict[str, Any], *, timeout: float = 600.0) -> dict[str, Any]:
+    """Run the streaming query ``spec`` describes (:mod:`.stream_driver`) in a child process to
+    its end: every file of ``spec["source"]`` one micro-batch; returns its query id and last
+    batch id. The child's output goes to ``spec["log"]`` (default: a file beside the
+    checkpoint)."""
+    with _stream_child(spec) as (child, out, log):
+        try:
+            code = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired as late:
+            raise RuntimeError(
+                f"the stream did not end within {timeout:.0f} s; see {log}"
+            ) from late
+        if code != 0:
+            tail = Path(log).read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the stream failed (exit {code}); the end of {log}:\n{tail}")
+        return json.loads(Path(out).read_text())
+
+
+def crash_stream(
+    spec: dict[str, Any],
+    *,
+    operation: str,
+    occurrence: int = 1,
+    key_contains: str = "",
+    timeout: float = 300.0,
+) -> None:
+    """Run the streaming query ``spec`` describes in a child process whose S3 requests go
+    through a fault proxy, and SIGKILL its whole process group (driver, JVM, Python workers,
+    a local Connect server) as soon as its ``occurrence``-th ``operation`` request whose key
+    holds ``key_contains`` arrives: that request never reaches S3. Spark has then not
+    recorded the batch in its commit log, and replays it when the query restarts from the same
+    checkpoint."""
+    from .faultproxy import FaultProxy, delay
+
+    upstream = spec.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3") or ""
+    upstream = upstream or os.environ.get("AWS_ENDPOINT_URL") or ""
+    rule = delay(
+        timeout * 1000 + 60_000, operation, occurrences=[occurrence], key_contains=key_contains
+    )
+    with (
+        FaultProxy(upstream, [rule]) as proxy,
+        _stream_child({**spec, "endpoint": proxy.endpoint}) as (child, _, log),
+    ):
+        deadline = time.monotonic() + timeout
+        while not proxy.events:
+            if child.poll() is not None:
+                raise RuntimeError(f"the stream ended before {operation} #{occurrence}: {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {operation} #{occurrence} within {timeout:.0f} s")
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _stream_child(spec: dict[str, Any]):
+    """The child running the query; its process group is killed on the way out if alive."""
+    spec = dict(spec)
+    spec.setdefault(
+        "endpoint", os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    spec.setdefault("out", str(Path(spec["checkpoint"]).with_suffix(".out.json")))
+    log = spec.pop("log", None) or str(Path(spec["checkpoint"]).with_suffix(".log"))
+    env = {**os.environ, **spec.pop("env", {})}
+    with open(log, "a") as output:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "s3commit_sdk.testing.stream_driver", json.dumps(spec)],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM and workers die with it
+        )
+        try:
+            yield child, spec["out"], log
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
             child.wait()

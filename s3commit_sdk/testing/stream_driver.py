@@ -1,7 +1,9 @@
-"""A streaming query run as a subprocess, so tests can SIGKILL its driver mid-batch.
+"""A streaming query run as a child process (``crash.run_stream`` / ``crash.crash_stream``),
+so a test or a demo can SIGKILL its driver in the middle of a micro-batch's commit.
 
-python tests/stream_driver.py '{"mode": "classic"|"connect", "sink": "datasource"|"foreach",
-  "source": DIR, "checkpoint": DIR, "dest": URL, "endpoint": URL, "format": ..., "out": FILE}'
+python -m s3commit_sdk.testing.stream_driver '{"mode": "classic"|"connect", "sink":
+  "datasource"|"foreach", "source": DIR, "checkpoint": DIR, "dest": URL, "endpoint": URL,
+  "format": ..., "out": FILE}'
 
 The query reads the source directory one file per micro-batch (a replayable source: the same
 batch id reads the same file after a restart) and writes every batch through the s3commit sink
@@ -30,7 +32,7 @@ def main(spec: dict) -> dict:
         writer = source.writeStream.foreachBatch(
             exactly_once(
                 spec["dest"],
-                "orders",
+                spec.get("stream", "orders"),
                 partition_by=["day"],
                 format=spec.get("format", "parquet"),
                 options=options,
