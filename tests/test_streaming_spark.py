@@ -24,7 +24,7 @@ from conftest import list_keys, read_back, rows_of, sdk_table, visible_keys
 
 from s3commit_sdk.streaming import stream_batches
 from s3commit_sdk.testing.crash import crash_stream, run_stream
-from s3commit_sdk.testing.faultproxy import FaultProxy
+from s3commit_sdk.testing.faultproxy import FaultProxy, slow_down
 
 pytestmark = pytest.mark.spark
 
@@ -130,3 +130,80 @@ def test_killed_mid_batch_then_restarted(s3_server, s3, dest, tmp_path, mode, si
 def _query(work: Path) -> str:
     """The query id Spark keeps in the checkpoint (the data source's stream id)."""
     return json.loads((work / "checkpoint" / "metadata").read_text())["id"]
+
+
+def test_a_throttling_storm_during_a_stream_changes_nothing(s3_server, s3, dest, tmp_path):
+    """Every request of the query's tasks and commits may answer 503 SlowDown (retried by the
+    SDK's policy): the stream ends with every row once and nothing pending. On moto (RGW
+    runs the same storm through write_committed(stream=...) in test_streaming_batches)."""
+    if s3_server.kind == "rgw":
+        pytest.skip("moto only (CI time); RGW: test_streaming_batches' storm")
+    rows = source_files(tmp_path / "source")
+    with FaultProxy(s3_server.endpoint, [slow_down(probability=0.2)], seed=11) as proxy:
+        run_stream(
+            {
+                "mode": "classic",
+                "sink": "datasource",
+                "source": str(tmp_path / "source"),
+                "checkpoint": str(tmp_path / "checkpoint"),
+                "dest": dest.url,
+                "endpoint": proxy.endpoint,
+                "env": s3_server.env,
+            }
+        )
+        throttled = sum(e.action == "slowdown" for e in proxy.events)
+    assert throttled > 10
+    assert read_back(s3_server, dest.prefix) == rows_of(rows)
+    assert [r.batch_id for r in stream_batches(dest.url, _query(tmp_path))] == list(range(FILES))
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_a_table_stream_killed_after_its_table_commit(s3_server, s3, dest, tmp_path, fmt):
+    """Killed after batch 1's table commit and before its record: the restart's replay finds
+    the batch in the table (Delta: its app transaction; Iceberg: its job id in a snapshot) and
+    commits nothing twice. On moto (RGW: test_streaming_batches' table tests)."""
+    if s3_server.kind == "rgw":
+        pytest.skip("moto only (CI time); RGW: test_streaming_batches' table tests")
+    rows = source_files(tmp_path / "source")
+    options = {"threads": "1"}
+    if fmt == "iceberg":
+        options |= {
+            "iceberg.catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+            "iceberg.table": "tests.stream_" + dest.prefix.rsplit("-", 1)[-1],
+        }
+    spec = {
+        "mode": "classic",
+        "sink": "datasource",
+        "format": fmt,
+        "source": str(tmp_path / "source"),
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "dest": dest.url,
+        "endpoint": s3_server.endpoint,
+        "env": s3_server.env,
+        "options": options,
+    }
+    crash_stream(spec, operation="PutObject", occurrence=2, key_contains="/streams/")
+    run_stream(spec)
+    if fmt == "delta":
+        from deltalake import DeltaTable
+
+        env = s3_server.env
+        table = DeltaTable(
+            dest.url,
+            storage_options={
+                "AWS_ENDPOINT_URL": s3_server.endpoint,
+                "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
+                "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
+                "AWS_REGION": env["AWS_REGION"],
+                "AWS_ALLOW_HTTP": "true",
+            },
+        )
+        assert table.transaction_version(_query(tmp_path)) == FILES - 1
+        found, commits = table.to_pyarrow_table(), table.version() + 1
+    else:
+        from s3commit_sdk.iceberg import open_table
+
+        table = open_table(dest.url, options)
+        found, commits = table.scan().to_arrow(), len(table.snapshots())
+    assert commits == FILES  # one table commit per batch, batch 1's once
+    assert rows_of(found) == rows_of(rows)
