@@ -266,3 +266,27 @@ def sdk_table_as(url: str, fmt: str):
     from s3commit_sdk import read_table
 
     return read_table(url, format=fmt)
+
+
+def test_a_second_attempt_committing_at_once_is_refused_by_its_intent(s3, dest):
+    """The batch's journal is created only if absent: an attempt that finds another attempt's
+    journal at its own create (two drivers on one checkpoint) is refused before completing
+    anything; its own retried create passes."""
+    from s3commit_sdk.api import stream_job_fields
+    from s3commit_sdk.committers import make_committer
+    from s3commit_sdk.committers.commit_run import CommitRun
+    from s3commit_sdk.errors import ConcurrentCommitError
+    from s3commit_sdk.protocol import JobContext
+    from s3commit_sdk.streaming.commit import write_intent
+
+    job = JobContext.on_s3(dest.url, "partitioned", **stream_job_fields(StreamBatch(STREAM, 4)))
+    run = CommitRun(make_committer(job), [], {})
+    key = run.committer.journal_key
+    write_intent(run, b'{"ours": 1}')
+    write_intent(run, b'{"ours": 1}')  # a retried create: its own bytes are there
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b'{"theirs": 1}')
+    with pytest.raises(ConcurrentCommitError, match="second query running on the same") as e:
+        write_intent(run, b'{"ours": 1}')
+    assert e.value.visible == "nothing"
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b'{"theirs": 1}'
+    s3.delete_object(Bucket=BUCKET, Key=key)

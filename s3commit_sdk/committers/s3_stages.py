@@ -47,6 +47,7 @@ from ..journal_trust import check_resumed
 from ..protocol import JobOutcome
 from ..stages import Stage, stages_from
 from ..store.s3 import RequestCounters
+from ..streaming.commit import write_intent
 from .cleanup import release
 from .commit_run import CommitRun
 from .conflict import partition_of
@@ -138,7 +139,11 @@ def write_journal(run: CommitRun) -> None:
         extraData={**run.journal_extra, **(job.stream.fields() if job.stream else {})},
     )
     run.journal_written = True  # from the first attempt on it may exist: abort deletes it
-    run.store.put(location.bucket, run.committer.journal_key, run.journal.to_json().encode())
+    body = run.journal.to_json().encode()
+    if job.stream is not None:  # a micro-batch's intent: one attempt of the batch commits
+        write_intent(run, body)
+    else:
+        run.store.put(location.bucket, run.committer.journal_key, body)
 
 
 # -- resuming a commit whose driver died (``s3commit recover``) ------------------------------

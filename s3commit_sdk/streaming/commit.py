@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import layout
+from ..errors import NOTHING_VISIBLE, ConcurrentCommitError
 from ..formats import Journal, SuccessDocument
 from ..protocol import JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, add_stage
@@ -29,6 +30,23 @@ from .ledger import get_if_present, read_record, write_record
 if TYPE_CHECKING:
     from ..committers.commit_run import CommitRun
     from ..committers.s3_job import S3Committer
+
+
+def write_intent(run: CommitRun, body: bytes) -> None:
+    """The batch's journal, its intent, created only if absent: a second attempt of the batch
+    committing at the same moment (two drivers on one checkpoint) is refused before any
+    completion; a retried create whose first try landed finds its own bytes."""
+    store, bucket, key = run.store, run.location.bucket, run.committer.journal_key
+    if store.put_if_absent(bucket, key, body) or get_if_present(store, bucket, key) == body:
+        return
+    stream = run.job.stream
+    assert stream is not None
+    raise ConcurrentCommitError(
+        f"another attempt of batch {stream.batch_id} of stream {stream.query_id} is committing "
+        f"into {run.location.url()} (its journal exists): is a second query running on the "
+        "same checkpoint? This attempt did not commit: nothing of it is visible.",
+        **run.committer.error_fields(NOTHING_VISIBLE),
+    )
 
 
 def record_batch(run: CommitRun) -> None:

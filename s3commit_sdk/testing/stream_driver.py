@@ -13,10 +13,23 @@ or ``foreachBatch(exactly_once(...))``, until the directory is drained (``availa
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 SCHEMA = "id long, amount double, day string"
+
+
+def poisoned(row_id: int, flag: str):
+    """A UDF passing ids through, raising on ``row_id`` while the file ``flag`` exists."""
+    from pyspark.sql import functions as F
+
+    def check(value: int) -> int:
+        if value == row_id and os.path.exists(flag):
+            raise ValueError(f"row {row_id} is poisoned while {flag} exists")
+        return value
+
+    return F.udf(check, "long")
 
 
 def main(spec: dict) -> dict:
@@ -27,6 +40,8 @@ def main(spec: dict) -> dict:
     spark = local_spark("local[2]", connect=spec["mode"] == "connect")
     s3commit_sdk.register(spark)
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(spec["source"])
+    if spec.get("fail_while"):  # a task fails on one row while the flag file exists
+        source = source.withColumn("id", poisoned(spec["fail_on_id"], spec["fail_while"])("id"))
     options = {"endpoint": spec["endpoint"], **spec.get("options", {})}
     if spec["sink"] == "foreach":
         writer = source.writeStream.foreachBatch(
