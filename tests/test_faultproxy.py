@@ -188,6 +188,34 @@ def test_delay_is_applied(proxy, dest):
     assert proxy.events == [FaultEvent("HeadBucket", 1, DELAY)]
 
 
+def test_a_delay_matches_by_key_and_only_after_a_given_request(proxy, dest, s3):
+    """``key_contains`` narrows a rule to keys holding it; ``after_key`` arms it only after
+    the n-th request of ``after_operation`` whose key holds it (the request after a PUT)."""
+    proxy.set_rules(
+        [
+            delay(1, "GetObject", key_contains="b.txt"),
+            delay(1, "GetObject", after_key="mark", after_count=2, after_operation="PutObject"),
+        ]
+    )
+    store = store_via(proxy)
+    for name in ("a.txt", "b.txt", "mark-1"):
+        store.put(BUCKET, dest.dir + name, b"x")
+    store.get(BUCKET, dest.dir + "a.txt")  # GET 1: neither rule (one mark PUT so far)
+    store.get(BUCKET, dest.dir + "mark-1")  # GET 2: a GET of a mark does not count
+    store.put(BUCKET, dest.dir + "mark-2", b"x")
+    store.get(BUCKET, dest.dir + "a.txt")  # GET 3: after the second mark PUT
+    store.get(BUCKET, dest.dir + "b.txt")  # GET 4: both rules
+    assert proxy.events == [
+        FaultEvent("GetObject", 3, DELAY),
+        FaultEvent("GetObject", 4, DELAY),
+        FaultEvent("GetObject", 4, DELAY),
+    ]
+    s3.delete_objects(
+        Bucket=BUCKET,
+        Delete={"Objects": [{"Key": dest.dir + n} for n in ("a.txt", "b.txt", "mark-1", "mark-2")]},
+    )
+
+
 def test_bandwidth_cap_on_request_and_response_bodies(proxy, dest, s3):
     key = dest.dir + "slow.bin"
     body = os.urandom(128 * 1024)

@@ -68,35 +68,17 @@ def stream_spec(s3_server, dest, tmp_path, **extra) -> dict:
     }
 
 
-#: kill point: (operation, occurrence among the requests whose path holds key) of batch 1;
-#: batch 0 made one journal, three completions, one record, and batch 1 the same again
+#: kill point: (operation, occurrence among the requests whose path holds key, and only after
+#: the n-th PutObject whose path holds after_key) of batch 1; batch 0 made one journal, three
+#: completions and one record, and batch 1 the same again
 KILL_POINTS = {
-    "before the journal": ("PutObject", 2, "journal.json"),
-    "after the journal": ("CompleteMultipartUpload", 4, ""),
-    "after 1 of 3 completions": ("CompleteMultipartUpload", 5, ""),
-    "before the batch record": ("PutObject", 2, "/streams/"),
-    "after the batch record": ("DeleteObjects", 0, ""),  # found by a trial run
+    "before the journal": ("PutObject", 2, "journal.json", ("", 1)),
+    "after the journal": ("CompleteMultipartUpload", 4, "", ("", 1)),
+    "after 1 of 3 completions": ("CompleteMultipartUpload", 5, "", ("", 1)),
+    "before the batch record": ("PutObject", 2, "/streams/", ("", 1)),
+    # the release of batch 1's journal: the first DeleteObjects after its record's PUT
+    "after the batch record": ("DeleteObjects", 1, "", ("/streams/", 2)),
 }
-
-
-def release_after_record(spec: dict, s3_server, work: Path) -> int:
-    """Which DeleteObjects releases batch 1's journal, right after its record: counted in a
-    trial run of the same query on a scratch destination and checkpoint."""
-    trial = {
-        **spec,
-        "dest": spec["dest"] + "-trial",
-        "checkpoint": str(work / "trial-checkpoint"),
-    }
-    with FaultProxy(s3_server.endpoint, []) as proxy:
-        proxy.record_headers("host")
-        run_stream({**trial, "endpoint": proxy.endpoint})
-        seen = proxy.requests
-    records = [
-        i for i, r in enumerate(seen) if "/streams/" in r.path and r.operation == "PutObject"
-    ]
-    deletes = [i for i, r in enumerate(seen) if r.operation == "DeleteObjects"]
-    after = next(i for i in deletes if i > records[1])
-    return deletes.index(after) + 1
 
 
 #: the whole matrix on classic sessions on moto; on Connect, and on RGW (slower to start and to
@@ -121,9 +103,16 @@ def test_killed_mid_batch_then_restarted(s3_server, s3, dest, tmp_path, mode, si
     rows = source_files(tmp_path / "source")
     threads = {"threads": "1"}  # one completion at a time: "k of n" is exact
     spec = stream_spec(s3_server, dest, tmp_path, mode=mode, sink=sink, options=threads)
-    operation, occurrence, key = KILL_POINTS[point]
-    occurrence = occurrence or release_after_record(spec, s3_server, tmp_path)
-    crash_stream(spec, operation=operation, occurrence=occurrence, key_contains=key)
+    operation, occurrence, key, (after_key, after_count) = KILL_POINTS[point]
+    crash_stream(
+        spec,
+        operation=operation,
+        occurrence=occurrence,
+        key_contains=key,
+        after_key=after_key,
+        after_count=after_count,
+        after_operation="PutObject",
+    )
     stream = "orders" if sink == "foreach" else _query(tmp_path)
     committed = [r.batch_id for r in stream_batches(dest.url, stream)]
     assert committed == ([0, 1] if point == "after the batch record" else [0])

@@ -115,12 +115,17 @@ def crash_stream(
     operation: str,
     occurrence: int = 1,
     key_contains: str = "",
+    after_key: str = "",
+    after_count: int = 1,
+    after_operation: str = "*",
     timeout: float = 300.0,
 ) -> None:
     """Run the streaming query ``spec`` describes in a child process whose S3 requests go
     through a fault proxy, and SIGKILL its whole process group (driver, JVM, Python workers,
     a local Connect server) as soon as its ``occurrence``-th ``operation`` request whose key
-    holds ``key_contains`` arrives: that request never reaches S3. Spark has then not
+    holds ``key_contains`` (after the ``after_count``-th ``after_operation`` request whose key
+    holds ``after_key``)
+    arrives: that request never reaches S3. Spark has then not
     recorded the batch in its commit log, and replays it when the query restarts from the same
     checkpoint."""
     from .faultproxy import FaultProxy, delay
@@ -128,7 +133,13 @@ def crash_stream(
     upstream = spec.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3") or ""
     upstream = upstream or os.environ.get("AWS_ENDPOINT_URL") or ""
     rule = delay(
-        timeout * 1000 + 60_000, operation, occurrences=[occurrence], key_contains=key_contains
+        timeout * 1000 + 60_000,
+        operation,
+        occurrences=[occurrence],
+        key_contains=key_contains,
+        after_key=after_key,
+        after_count=after_count,
+        after_operation=after_operation,
     )
     with (
         FaultProxy(upstream, [rule]) as proxy,

@@ -149,6 +149,12 @@ class Fault:
     value: str = ""
     #: only requests whose path holds this text match ("": any path), e.g. "journal.json"
     key_contains: str = ""
+    #: only requests after the ``after_count``-th ``after_operation`` request ("*": any) whose
+    #: path holds ``after_key`` match ("": from the start): "the first DeleteObjects after
+    #: that PUT"
+    after_key: str = ""
+    after_count: int = 1
+    after_operation: str = "*"
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -314,12 +320,17 @@ def delay(
     probability: float = 1.0,
     occurrences: Iterable[int] | None = None,
     key_contains: str = "",
+    after_key: str = "",
+    after_count: int = 1,
+    after_operation: str = "*",
 ) -> Fault:
     """Hold the request ``ms`` milliseconds before forwarding it (latency).
 
     If the client disconnects meanwhile (it crashed), the request is dropped, never forwarded:
     a long delay on the n-th request is how tests kill a driver just before that request.
-    ``key_contains``: only requests whose path holds it match (and are counted).
+    ``key_contains``: only requests whose path holds it match (and are counted);
+    ``after_key``: only requests after the ``after_count``-th ``after_operation`` request
+    whose path holds it.
     """
     return _fault(
         DELAY,
@@ -328,6 +339,9 @@ def delay(
         probability=probability,
         delay_ms=ms,
         key_contains=key_contains,
+        after_key=after_key,
+        after_count=after_count,
+        after_operation=after_operation,
     )
 
 
@@ -511,6 +525,7 @@ class FaultProxy:
                 self.seed = seed
             self.rules = list(rules)
             self._matched = [0] * len(self.rules)
+            self._passed = [0] * len(self.rules)  # requests holding a rule's after_key seen
             self._uses = [0] * len(self.rules)  # requests of its operation an expire rule passed
             self._rngs = [random.Random(f"{self.seed}:{i}") for i in range(len(self.rules))]
 
@@ -574,6 +589,10 @@ class FaultProxy:
                 kept = {h: headers[h] for h in self._recorded_headers if headers.get(h) is not None}
                 self._seen.append(SeenRequest(operation, kept, path.split("?", 1)[0]))
             for i, rule in enumerate(self.rules):
+                if rule.after_key and self._passed[i] < rule.after_count:
+                    wanted = rule.after_operation in ("*", operation)
+                    self._passed[i] += wanted and rule.after_key in unquote(path)
+                    continue
                 if not rule.matches(operation, path):
                     continue
                 if rule.action == REQUIRE_HEADER and _has_header(headers, rule):
