@@ -118,7 +118,7 @@ demo: setup
 	$(PY) -m s3commit_sdk.demo
 
 test: system-deps $(DEMO) $(DEV) $(DOCS)
-	@echo "make test: the whole suite, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 40-45 minutes on 2 cores (make test-fast: about 2)"
+	@echo "make test: the whole suite, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 55 minutes on 2 cores (make test-fast: about 2)"
 	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --durations=30 \
 		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
 

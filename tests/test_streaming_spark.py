@@ -31,7 +31,7 @@ pytestmark = pytest.mark.spark
 
 DRIVER = Path(__file__).with_name("stream_driver.py")
 DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"]
-FILES = 4  # batches 0..3
+FILES = 3  # batches 0..2
 
 
 def source_files(folder: Path) -> pa.Table:
@@ -81,19 +81,16 @@ KILL_POINTS = {
 }
 
 
-#: the whole matrix on classic sessions on moto; on Connect, and on RGW (slower to start and to
-#: serve), the points that leave the most to settle: a journal half completed, and a batch
-#: recorded but not in Spark's commit log. foreachBatch shares the data source's commit.
-FEW_POINTS = ("after 1 of 3 completions", "after the batch record")
+#: every kill point on a classic session on moto; foreachBatch (which shares the data source's
+#: commit) and Connect at one point each, and RGW at the point that leaves the most to settle
+#: (a batch recorded but not in Spark's commit log): each case starts a JVM twice (CI time)
 CASES = [
     *[("classic", "datasource", p) for p in KILL_POINTS],
-    *[("classic", "foreach", p) for p in FEW_POINTS],
-    *[("connect", "datasource", p) for p in FEW_POINTS],
+    ("classic", "foreach", "after the batch record"),
+    ("connect", "datasource", "after 1 of 3 completions"),
     ("connect", "foreach", "after the batch record"),
 ]
-RGW_CASES = {("classic", "datasource", p) for p in FEW_POINTS} | {
-    ("connect", "datasource", "after the batch record")
-}
+RGW_CASES = {("classic", "datasource", "after the batch record")}
 
 
 @pytest.mark.parametrize(("mode", "sink", "point"), CASES)
@@ -209,7 +206,7 @@ def test_a_failed_batch_is_aborted_then_the_restart_commits_it_once(s3_server, s
     assert [r.batch_id for r in stream_batches(dest.url, _query(tmp_path))] == list(range(FILES))
 
 
-@pytest.mark.parametrize("fmt", ["orc", "csv", "json"])
+@pytest.mark.parametrize("fmt", ["csv"])  # ORC and JSON: test_streaming_batches (same sink)
 def test_every_file_format_streams(s3_server, dest, tmp_path, fmt):
     if s3_server.kind == "rgw":
         pytest.skip("moto only (CI time): the formats share the sink's commit")
