@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass
 
 from . import layout
-from .errors import CommitError, ConcurrentCommitError, PendingSetError, StoreError
+from .errors import CommitError, ConcurrentCommitError, PendingSetError
 from .formats import CommitMarker, Journal
 from .paths import S3Location
 from .store import ObjectInfo, S3Store
@@ -50,7 +50,6 @@ from .uploads import job_of_key
 LISTING_ATTEMPTS = 6
 #: the pause before the second listing; it doubles for every further one
 FIRST_PAUSE_S = 0.1
-_MISSING = {"NoSuchKey", "404", "NotFound"}
 
 
 @dataclass(frozen=True)
@@ -94,14 +93,14 @@ def _as_of_commit(
 ) -> list[ObjectInfo] | None:
     """``listed`` as of before (or, once its deletes began, after) the commit the marker names;
     None when that commit ended meanwhile (list again)."""
-    marker = _read(store, location.bucket, layout.marker_key(location))
+    marker = store.get_if_present(location.bucket, layout.marker_key(location))
     if marker is None:
         return None
     try:
         job_id = str(CommitMarker.from_json(marker).jobId)
     except PendingSetError:  # a marker of no job of ours: it names nothing to leave out
         return listed
-    body = _read(store, location.bucket, layout.journal_key(location, job_id))
+    body = store.get_if_present(location.bucket, layout.journal_key(location, job_id))
     if body is None:  # not written yet (nothing completed), or released as the commit ended
         return None if any(job_of_key(info.key) == job_id.lower() for info in listed) else listed
     try:
@@ -128,15 +127,6 @@ def _as_of_commit(
     # its deletes began, after every completion was verified: as of after the commit
     kept = [info for info in listed if info.key not in replaced]
     return kept + [ObjectInfo(key, size, "") for key, size in new.items() if key not in present]
-
-
-def _read(store: S3Store, bucket: str, key: str) -> bytes | None:
-    try:
-        return store.get(bucket, key)
-    except StoreError as exc:
-        if exc.code in _MISSING:
-            return None
-        raise
 
 
 def _is_data(location: S3Location, key: object) -> bool:

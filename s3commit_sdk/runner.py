@@ -256,8 +256,8 @@ def _execute(
         raise typed from exc
     # a Ctrl-C held now is raised by the commit's first stage: it aborts the job
     with holding, expiry_told(job, "job commit"):
-        tracker.update(phase="job commit")
-        return _commit(committer, messages, phases)
+        tracker.update(phase="job commit")  # a micro-batch settled its earlier attempt above
+        return committer.commit_job(messages, phases)
 
 
 def split_task_phase(messages: list[TaskCommit], wall: float) -> dict[str, float]:

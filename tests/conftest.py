@@ -173,6 +173,18 @@ def sdk_table(url: str, options: dict | None = None):
     return read_table(url, options=options)
 
 
+def delta_storage(s3_server) -> dict[str, str]:
+    """deltalake's storage options for the test S3 server."""
+    env = s3_server.env
+    return {
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
+        "AWS_REGION": env["AWS_REGION"],
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
 def wait_for_request(proxy, operation: str, count: int, job) -> None:
     """Until the proxy has seen ``count`` requests of ``operation`` (the last one held) while
     ``job`` (a future) runs."""

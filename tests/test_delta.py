@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, visible_keys
+from conftest import BUCKET, delta_storage, list_keys, pending_uploads, visible_keys
 from deltalake import DeltaTable
 
 from s3commit_sdk import recovery, write_committed
@@ -47,19 +47,8 @@ DAYS = ["2026-11-20", "2026-11-21", "2026-11-22"]
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def storage(s3_server) -> dict[str, str]:
-    env = s3_server.env
-    return {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
-        "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
-        "AWS_REGION": env["AWS_REGION"],
-        "AWS_ALLOW_HTTP": "true",
-    }
-
-
 def table(s3_server, dest, version: int | None = None) -> DeltaTable:
-    return DeltaTable(dest.url, version=version, storage_options=storage(s3_server))
+    return DeltaTable(dest.url, version=version, storage_options=delta_storage(s3_server))
 
 
 def active(s3_server, dest, version: int | None = None) -> set[str]:

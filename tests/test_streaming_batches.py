@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, list_keys, read_back, rows_of, sdk_table, visible_keys
+from conftest import BUCKET, delta_storage, list_keys, read_back, rows_of, sdk_table, visible_keys
 
 from s3commit_sdk import JournalTrustError, write_committed
 from s3commit_sdk.streaming import StreamBatch, expire_batches, list_streams, stream_batches
@@ -201,17 +201,7 @@ def table_state(s3_server, dest, fmt: str, options: dict) -> tuple[list[tuple], 
     if fmt == "delta":
         from deltalake import DeltaTable
 
-        env = s3_server.env
-        table = DeltaTable(
-            dest.url,
-            storage_options={
-                "AWS_ENDPOINT_URL": s3_server.endpoint,
-                "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
-                "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
-                "AWS_REGION": env["AWS_REGION"],
-                "AWS_ALLOW_HTTP": "true",
-            },
-        )
+        table = DeltaTable(dest.url, storage_options=delta_storage(s3_server))
         assert table.transaction_version(STREAM) == 2  # the batch's app transaction
         return rows_of(table.to_pyarrow_table()), table.version() + 1
     from s3commit_sdk.iceberg import open_table

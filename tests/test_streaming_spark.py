@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BUCKET, list_keys, read_back, rows_of, sdk_table, visible_keys
+from conftest import BUCKET, delta_storage, list_keys, read_back, rows_of, sdk_table, visible_keys
 
 from s3commit_sdk.streaming import stream_batches
 from s3commit_sdk.testing.crash import crash_stream, run_stream
@@ -162,17 +162,7 @@ def test_a_table_stream_killed_after_its_table_commit(s3_server, s3, dest, tmp_p
     if fmt == "delta":
         from deltalake import DeltaTable
 
-        env = s3_server.env
-        table = DeltaTable(
-            dest.url,
-            storage_options={
-                "AWS_ENDPOINT_URL": s3_server.endpoint,
-                "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
-                "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
-                "AWS_REGION": env["AWS_REGION"],
-                "AWS_ALLOW_HTTP": "true",
-            },
-        )
+        table = DeltaTable(dest.url, storage_options=delta_storage(s3_server))
         assert table.transaction_version(_query(tmp_path)) == FILES - 1
         found, commits = table.to_pyarrow_table(), table.version() + 1
     else:

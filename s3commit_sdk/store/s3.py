@@ -59,6 +59,9 @@ _CREDENTIAL_CODES = {
     "UnrecognizedClientException",
 }
 
+#: answers of a GET for a key that does not exist
+_MISSING_KEY = {"NoSuchKey", "404", "NotFound"}
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -435,6 +438,15 @@ class S3Store:
     def get(self, bucket: str, key: str) -> bytes:
         reply = self._read(f"GET {key!r}", bucket, self.client.get_object, Key=key)
         return reply["Body"].read()
+
+    def get_if_present(self, bucket: str, key: str) -> bytes | None:
+        """The object's bytes, or None if it does not exist (one request either way)."""
+        try:
+            return self.get(bucket, key)
+        except StoreError as exc:
+            if exc.code in _MISSING_KEY:
+                return None
+            raise
 
     def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Bytes ``start`` up to (not including) ``end`` of an object: one ranged GET."""

@@ -25,7 +25,7 @@ from ..formats import Journal, SuccessDocument
 from ..protocol import JobContext, JobOutcome, TaskCommit
 from ..stages import Stage, add_stage
 from ..store import open_store
-from .ledger import get_if_present, read_record, write_record
+from .ledger import read_record, write_record
 
 if TYPE_CHECKING:
     from ..committers.commit_run import CommitRun
@@ -37,7 +37,7 @@ def write_intent(run: CommitRun, body: bytes) -> None:
     committing at the same moment (two drivers on one checkpoint) is refused before any
     completion; a retried create whose first try landed finds its own bytes."""
     store, bucket, key = run.store, run.location.bucket, run.committer.journal_key
-    if store.put_if_absent(bucket, key, body) or get_if_present(store, bucket, key) == body:
+    if store.put_if_absent(bucket, key, body) or store.get_if_present(bucket, key) == body:
         return
     stream = run.job.stream
     assert stream is not None
@@ -69,7 +69,7 @@ def settle_earlier_attempt(committer: S3Committer) -> JobOutcome | None:
     died mid-way), else None, with any marker it left released."""
     job, store, location = committer.job, committer.store, committer.location
     assert job.stream is not None
-    body = get_if_present(store, location.bucket, committer.journal_key)
+    body = store.get_if_present(location.bucket, committer.journal_key)
     if body is not None:
         return replace(committer.commit_job([], {}, resume=Journal.from_json(body)), replayed=True)
     record = read_record(store, location, job.stream)

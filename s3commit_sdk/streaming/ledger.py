@@ -16,27 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import layout
-from ..errors import InvalidArgumentError, JournalTrustError, PendingSetError, StoreError
+from ..errors import InvalidArgumentError, JournalTrustError, PendingSetError
 from ..formats import SuccessDocument, parse_success
 from ..paths import S3Location, parse_s3_url
 from ..store import S3Store
 from ..uploads import open_uploads_store
 from .batch import BATCH_KEY, QUERY_KEY, StreamBatch, is_stream_id
 
-#: answers of a GET for a key that does not exist
-_MISSING = {"NoSuchKey", "404", "NotFound"}
 #: Spark keeps the last 100 batches replayable (spark.sql.streaming.minBatchesToRetain)
 DEFAULT_KEEP = 100
-
-
-def get_if_present(store: S3Store, bucket: str, key: str) -> bytes | None:
-    """The object's bytes, or None if it does not exist (one request either way)."""
-    try:
-        return store.get(bucket, key)
-    except StoreError as exc:
-        if exc.code in _MISSING:
-            return None
-        raise
 
 
 def read_record(store: S3Store, location: S3Location, batch: StreamBatch) -> SuccessDocument | None:
@@ -46,7 +34,7 @@ def read_record(store: S3Store, location: S3Location, batch: StreamBatch) -> Suc
     misplaced record must never make a batch count as committed (its rows would be lost).
     """
     key = layout.batch_record_key(location, batch.query_id, batch.batch_id)
-    body = get_if_present(store, location.bucket, key)
+    body = store.get_if_present(location.bucket, key)
     if body is None:
         return None
     try:
@@ -161,7 +149,7 @@ def stream_batches(
     store, location = _open(path, options)
     records = []
     for key in record_keys(store, location, stream):
-        body = get_if_present(store, location.bucket, key)
+        body = store.get_if_present(location.bucket, key)
         if body is None:  # expired meanwhile
             continue
         doc = parse_success(body)

@@ -224,7 +224,7 @@ class _RecordReader:
         for key in keys:
             if key in found:
                 continue
-            body = ledger.get_if_present(self.store, bucket, key)
+            body = self.store.get_if_present(bucket, key)
             if body is None:  # expired meanwhile
                 continue
             doc = parse_success(body)
