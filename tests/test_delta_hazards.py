@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, visible_keys
+from conftest import BUCKET, delta_storage, list_keys, pending_uploads, visible_keys
 from deltalake import DeltaTable, write_deltalake
-from test_delta import hidden, orders, storage
+from test_delta import hidden, orders
 
 from s3commit_sdk import write_committed
 from s3commit_sdk.api import new_job
@@ -140,7 +140,9 @@ def test_deleting_the_corrupted_newest_entry_as_the_error_says_mends_the_table(s
     s3.delete_object(Bucket=BUCKET, Key=key)
     result = write_committed(orders(n=2, version=2), dest.url, progress=False, **kwargs)
     assert result.success["deltaVersion"] == 1
-    assert len(DeltaTable(dest.url, storage_options=storage(s3_server)).to_pyarrow_table()) == 66
+    assert (
+        len(DeltaTable(dest.url, storage_options=delta_storage(s3_server)).to_pyarrow_table()) == 66
+    )
 
 
 # -- replace over a table another writer created -------------------------------------------------
@@ -162,7 +164,7 @@ def sdk_rows(s3_server, dest) -> list[tuple]:
 
 
 def delta_rows(s3_server, dest) -> list[tuple]:
-    data = DeltaTable(dest.url, storage_options=storage(s3_server)).to_pyarrow_table()
+    data = DeltaTable(dest.url, storage_options=delta_storage(s3_server)).to_pyarrow_table()
     return sorted(tuple(r.values()) for r in data.select(["v", "a", "b"]).to_pylist())
 
 
@@ -171,7 +173,9 @@ def test_replace_removes_another_writers_files_whatever_their_escaping(s3_server
     """delta-rs names the directory of ``x y`` ``a=x%20y``, Spark (and the SDK) ``a=x y``: the
     files to remove are found by the partition values of the table's add actions."""
     first = pd.DataFrame({"v": range(8), "a": AWKWARD * 2, "b": ["1"] * 4 + ["2"] * 4})
-    write_deltalake(dest.url, first, partition_by=["a", "b"], storage_options=storage(s3_server))
+    write_deltalake(
+        dest.url, first, partition_by=["a", "b"], storage_options=delta_storage(s3_server)
+    )
     assert any("a=x%20y/" in k for k in list_keys(s3, dest.dir))  # the other writer's escaping
     if shape == "file by file":  # pairs that no single conjunction of filters names
         pairs = [("x y", "1"), ("p%q", "2"), ("s/t", "1"), ("e=f", "2")]
