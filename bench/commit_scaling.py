@@ -6,7 +6,8 @@ pendingsets as tasks would have returned them. Then the committer's real job com
 timed alone; ``RECOVERED`` times ``s3commit recover`` finishing the same job commit killed after
 its journal (it must cost no more than 1.2x the uninterrupted one). Driver memory is the Python
 heap peak (tracemalloc) of a separate, untimed job commit of the same size, so tracing does not
-slow the timed ones.
+slow the timed ones; every timed run also reports its RSS growth per file (``VmHWM`` reset
+before it), which costs nothing and works at any size.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def commit_once(
         leave_unfinished(worker, messages)
     if traced:
         tracemalloc.start()
+    rss_before = _reset_peak_rss()
     started = time.monotonic()
     if committer == RAW:
         committed = complete_raw(endpoint, messages, threads)
@@ -144,6 +146,7 @@ def commit_once(
     else:
         committed = len(worker.commit_job(messages, {}).files)
     seconds = time.monotonic() - started
+    rss_growth = _status_kib("VmHWM") - rss_before
     peak = tracemalloc.get_traced_memory()[1] if traced else 0
     tracemalloc.stop()
     if committed != files or endpoint.pending_uploads():
@@ -151,10 +154,31 @@ def commit_once(
     # a traced run is slowed by the tracing: it gives memory only
     if traced:
         return {"driver_heap_peak_mib": peak / MIB, "driver_heap_kib_per_file": peak / 1024 / files}
-    timed = {"job_commit_s": seconds, "completions_per_s": files / seconds}
+    timed = {
+        "job_commit_s": seconds,
+        "completions_per_s": files / seconds,
+        "driver_rss_kib_per_file": rss_growth / files,
+    }
     if committer == RAW:
         timed["list_s"] = list_once(endpoint, messages)
     return timed
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak_rss() -> int:
+    """This process's RSS in KiB, which its peak (VmHWM) is reset to: the growth a job commit
+    causes is then its VmHWM afterwards minus this (the memory it needs beyond the tasks'
+    messages, which the driver holds before job commit)."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    return _status_kib("VmRSS")
 
 
 def timed_commits(

@@ -184,8 +184,8 @@ def write_committed(
         destination=job.location.url(),
         files=outcome.files,
         success=outcome.success,
-        rows=sum(f.rows for f in outcome.files),
-        bytes=sum(f.size for f in outcome.files),
+        rows=outcome.success.rows,  # a replayed batch's record lists up to 1,000 of its files
+        bytes=outcome.success.bytes,
         duration_s=job_seconds(outcome.phases),
         phases=outcome.phases,
         requests=outcome.requests,

@@ -15,18 +15,23 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
 from . import checksums
 from .errors import InvalidPathError, PendingSetError
+from .layout import SUCCESS_FILES_NAME
 from .paths import FsLocation, S3Location, parse_destination
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 2
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
-SUCCESS_FILENAMES_CAP = 100  # Hadoop's cap on ``filenames``; ``files`` lists them all.
+SUCCESS_FILENAMES_CAP = 100  # Hadoop's cap on ``filenames``
+#: ``files`` of ``_SUCCESS`` lists at most this many entries; a job with more writes the whole
+#: list to ``layout.SUCCESS_FILES_NAME`` beside it, so ``_SUCCESS`` stays small at any job size
+SUCCESS_FILES_CAP = 1000
+SUCCESS_FILES_HEADER = "s3commit_sdk.SuccessFiles/1"
 
 
 def _require(condition: bool, what: str) -> None:
@@ -34,7 +39,7 @@ def _require(condition: bool, what: str) -> None:
         raise PendingSetError(what)
 
 
-@dataclass
+@dataclass(slots=True)  # a job commit holds one per file: 100,000 of them, without __dict__
 class PendingUpload:
     """One uncompleted multipart upload of one output file (Hadoop's ``.pending``)."""
 
@@ -198,7 +203,7 @@ def iostatistics(counters: dict[str, int]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file in every outcome: no __dict__
 class CommittedFile:
     """One file a job committed: its full URL, store key, size, rows, partition values, ETag,
     the id of the task that wrote it and, with ``checksum.algorithm``, its stored checksum."""
@@ -350,6 +355,16 @@ _SUCCESS_SCHEMA = "schema"
 #: written by every job of this version, absent from older documents: the job's request options
 #: as ``RequestOptions.recorded()`` shows them (an SSE-C key by its MD5 only)
 _SUCCESS_REQUEST_OPTIONS = "requestOptions"
+#: written by every job of this version: how many files the job committed (``files`` may list
+#: fewer) and, past :data:`SUCCESS_FILES_CAP`, the name of the object listing them all
+_SUCCESS_FILE_COUNT = "fileCount"
+_SUCCESS_FILES_MANIFEST = "filesManifest"
+_SUCCESS_OPTIONAL = (
+    _SUCCESS_SCHEMA,
+    _SUCCESS_REQUEST_OPTIONS,
+    _SUCCESS_FILE_COUNT,
+    _SUCCESS_FILES_MANIFEST,
+)
 
 
 @dataclass
@@ -378,7 +393,7 @@ class SuccessDocument(Mapping[str, Any]):
     conflict_mode: str
     format: str
     partition_by: list[str]
-    files: list[CommittedFile]
+    files: list[CommittedFile]  # the first SUCCESS_FILES_CAP, or all once read in full
     partitions: list[str]
     replaced_objects: int
     rows: int
@@ -397,9 +412,13 @@ class SuccessDocument(Mapping[str, Any]):
     #: encryption, storage class, ACL, requester pays, checksum algorithm of the job's
     #: requests (``encryption.algorithm``: ``aws:kms``, ...); None in older documents
     request_options: dict[str, str] | None = None
+    #: files the job committed; None in older documents (``files`` lists them all there)
+    file_count: int | None = None
+    #: the object beside ``_SUCCESS`` listing every file, when ``files`` is cut short
+    files_manifest: str | None = None
 
     def __post_init__(self) -> None:
-        ours = {"name", _SUCCESS_SCHEMA, _SUCCESS_REQUEST_OPTIONS, *_SUCCESS_ATTRS}
+        ours = {"name", *_SUCCESS_OPTIONAL, *_SUCCESS_ATTRS}
         shadowed = sorted(set(self.table) & ours)
         if shadowed:
             raise ValueError(f"table fields {shadowed} would replace _SUCCESS fields")
@@ -442,14 +461,62 @@ class SuccessDocument(Mapping[str, Any]):
             requests is None or _map_of(_is_str)(requests),
             f"_SUCCESS has malformed {_SUCCESS_REQUEST_OPTIONS}: {requests!r:.200}",
         )
-        ours = {"name", _SUCCESS_SCHEMA, _SUCCESS_REQUEST_OPTIONS, *_SUCCESS_ATTRS}
+        count, manifest = raw.get(_SUCCESS_FILE_COUNT), raw.get(_SUCCESS_FILES_MANIFEST)
+        listed = len(values["files"])
+        _require(
+            count is None or (_is_count(count) and count >= listed),
+            f"_SUCCESS has a malformed {_SUCCESS_FILE_COUNT}: {count!r:.200}",
+        )
+        # only the fixed name beside _SUCCESS: a crafted document must not send readers elsewhere
+        cut_short = count not in (None, listed)
+        _require(
+            manifest in (None, SUCCESS_FILES_NAME) and (manifest is not None) == cut_short,
+            f"_SUCCESS has a malformed {_SUCCESS_FILES_MANIFEST}: {manifest!r:.200}",
+        )
+        ours = {"name", *_SUCCESS_OPTIONAL, *_SUCCESS_ATTRS}
         table = {k: copy.deepcopy(v) for k, v in raw.items() if k not in ours}
         return cls(
             **values,
             table=table,
             schema=copy.deepcopy(schema),
             request_options=None if requests is None else dict(requests),
+            file_count=count,
+            files_manifest=manifest,
         )
+
+    @property
+    def file_total(self) -> int:
+        """How many files the job committed, whether or not ``files`` lists them all."""
+        return len(self.files) if self.file_count is None else self.file_count
+
+    def with_all_files(self, manifest: bytes) -> SuccessDocument:
+        """This document with ``files`` read from its :attr:`files_manifest`; the manifest
+        must be this job's and hold :attr:`file_total` entries (a later job's replaced it)."""
+        location = parse_destination(self.destination)
+        lines = manifest.splitlines()
+        try:
+            header = json.loads(lines[0]) if lines else None
+            entries = [json.loads(line) for line in lines[1:]]
+        except ValueError as exc:
+            raise PendingSetError(f"{SUCCESS_FILES_NAME} is not JSON lines: {exc}") from exc
+        _require(
+            isinstance(header, dict)
+            and header.get("name") == SUCCESS_FILES_HEADER
+            and header.get("jobId") == self.job_id
+            and len(entries) == self.file_total,
+            f"{SUCCESS_FILES_NAME} does not list the {self.file_total} files of job "
+            f"{self.job_id} (another job committed since _SUCCESS was read: read it again)",
+        )
+        files = [CommittedFile.from_dict(entry, location) for entry in entries]
+        return replace(self, files=files)
+
+    def files_manifest_body(self, files: Sequence[CommittedFile]) -> bytearray:
+        """The manifest of ``files`` (all of this job's): a header line, then one entry a line."""
+        header = {"name": SUCCESS_FILES_HEADER, "jobId": self.job_id, "files": len(files)}
+        body = bytearray(json.dumps(header).encode() + b"\n")
+        for entry in files:  # a line at a time: never every entry as text at once
+            body += json.dumps(entry.to_dict(), ensure_ascii=False).encode() + b"\n"
+        return body
 
     # -- the JSON view ---------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -460,6 +527,10 @@ class SuccessDocument(Mapping[str, Any]):
             return copy.deepcopy(self.schema)
         if key == _SUCCESS_REQUEST_OPTIONS and self.request_options is not None:
             return dict(self.request_options)
+        if key == _SUCCESS_FILE_COUNT and self.file_count is not None:
+            return self.file_count
+        if key == _SUCCESS_FILES_MANIFEST and self.files_manifest is not None:
+            return self.files_manifest
         attr = _SUCCESS_ATTRS.get(key)
         if attr is None:
             return copy.deepcopy(self.table[key])
@@ -474,10 +545,17 @@ class SuccessDocument(Mapping[str, Any]):
             yield _SUCCESS_SCHEMA
         if self.request_options is not None:
             yield _SUCCESS_REQUEST_OPTIONS
+        if self.file_count is not None:
+            yield _SUCCESS_FILE_COUNT
+        if self.files_manifest is not None:
+            yield _SUCCESS_FILES_MANIFEST
         yield from self.table
 
     def __len__(self) -> int:
-        optional = (self.schema is not None) + (self.request_options is not None)
+        optional = sum(
+            value is not None
+            for value in (self.schema, self.request_options, self.file_count, self.files_manifest)
+        )
         return 1 + len(_SUCCESS_ATTRS) + optional + len(self.table)
 
 
@@ -519,7 +597,20 @@ class Journal:
     extraData: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+        return self.encoded().decode()
+
+    def encoded(self) -> bytearray:
+        """The JSON, encoded one upload at a time: at 100,000 files the journal never exists
+        as dicts (``asdict``) or as text, only once, as the bytes written (a ``bytearray``
+        the store sends as it is, not copied into ``bytes``)."""
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "commits"}
+        body = bytearray(json.dumps(head, ensure_ascii=False)[:-1].encode())
+        body += b', "commits": ['
+        for index, commit in enumerate(self.commits):
+            body += b"," if index else b""
+            body += json.dumps(asdict(commit), ensure_ascii=False).encode()
+        body += b"]}"
+        return body
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Journal:

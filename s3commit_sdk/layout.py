@@ -10,6 +10,7 @@ key or store path.
 
     <destination>/
       _SUCCESS                              SUCCESS_MARKER: the last job's report (readers skip it)
+      _SUCCESS.files.jsonl                  SUCCESS_FILES_NAME: its file list, past 1,000 files
       __s3commit/                           HIDDEN_DIR, hidden_prefix()
         COMMIT_IN_PROGRESS                  marker_key(): exists while a job commit is unfinished
         conditional-put-probe-<uuid>        probe_key(): is If-None-Match honoured (exclusive.py)
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 #: Our hidden directory under every destination (marker, journals, staging pendingsets).
 HIDDEN_DIR = "__s3commit"
 SUCCESS_MARKER = "_SUCCESS"
+SUCCESS_FILES_NAME = "_SUCCESS.files.jsonl"
 MARKER_NAME = "COMMIT_IN_PROGRESS"
 JOURNAL_NAME = "journal.json"
 STREAMS_DIR = "streams"

@@ -283,6 +283,8 @@ class CommitOptions(AccessKeys):
     :data:`REGISTRY`. Secrets never appear in ``repr`` or in ``_SUCCESS``."""
 
     threads: int = 32
+    #: worker processes completing uploads at job commit (1: the driver's threads alone)
+    commit_processes: int = 1
     upload_threads: int = 4
     conflict_mode: ConflictMode | None = None
     unique_filenames: bool = True
@@ -410,6 +412,14 @@ REGISTRY: tuple[OptionSpec, ...] = (
         "threads",
         _positive,
         "job-commit threads (completions, aborts, renames); also sizes the connection pool",
+    ),
+    OptionSpec(
+        "commit.processes",
+        "commit_processes",
+        _positive,
+        "worker processes completing uploads at job commit, each with `threads` threads, for "
+        "jobs of more than 250 files whose driver CPU (one core per process) is the bound",
+        committers=S3_COMMITTERS,
     ),
     OptionSpec(
         "upload.threads",

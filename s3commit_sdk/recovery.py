@@ -30,7 +30,7 @@ from .errors import (
     PendingSetError,
     S3CommitError,
 )
-from .formats import CommitMarker, Journal, PendingUpload, parse_success
+from .formats import CommitMarker, Journal, PendingUpload, SuccessDocument, parse_success
 from .options import resolve_options
 from .paths import S3Location, parse_s3_url
 from .protocol import JobContext
@@ -350,10 +350,13 @@ def plan_abort(path: str, options: dict[str, Any] | None = None) -> AbortPlan:
             and job_of_key(o.key) == job_id.lower()
         ]
         journaled = set()
-    success_job = _success_job(state.store, location)
+    success = _success(state.store, location)
+    success_job = success.job_id if success is not None else None
     if success_job == job_id or (journal is not None and missing and success_job is not None):
         # this job's, or an earlier job's naming files this job's replace already deleted
         plan.visible.append(location.key(layout.SUCCESS_MARKER))
+        if success is not None and success.files_manifest is not None:
+            plan.visible.append(location.key(layout.SUCCESS_FILES_NAME))
     plan.uploads = [
         u for u in uploads if u.upload_id in journaled or job_of_key(u.key) == job_id.lower()
     ]
@@ -433,9 +436,8 @@ def _is_uuid(text: object) -> bool:
     return isinstance(text, str) and JOB_UUID.fullmatch(text) is not None
 
 
-def _success_job(store: S3Store, location: S3Location) -> str | None:
+def _success(store: S3Store, location: S3Location) -> SuccessDocument | None:
     try:
-        doc = parse_success(store.get(location.bucket, location.key(layout.SUCCESS_MARKER)))
+        return parse_success(store.get(location.bucket, location.key(layout.SUCCESS_MARKER)))
     except (S3CommitError, ValueError):
         return None
-    return doc.get("jobId") if doc else None

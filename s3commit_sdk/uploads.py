@@ -8,7 +8,7 @@ listing of ``ds1`` never reaches ``ds10``), with the job UUID read from the key.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -282,7 +282,18 @@ def read_success(path: str, options: dict[str, Any] | None = None) -> SuccessDoc
             f"no {SUCCESS_MARKER} at {location.url(key)}: no job has committed there (or it "
             "ran with marksuccessfuljobs=false)"
         )
-    return parse_success(s3.get(location.bucket, key))
+    doc = parse_success(s3.get(location.bucket, key))
+    return with_all_files(doc, lambda name: s3.get(location.bucket, location.key(name)))
+
+
+def with_all_files(
+    doc: SuccessDocument | None, read: Callable[[str], bytes]
+) -> SuccessDocument | None:
+    """``doc`` listing every file: past ``SUCCESS_FILES_CAP`` files ``_SUCCESS`` lists the
+    first ones and the rest are read from its manifest (``read``: a name beside it -> bytes)."""
+    if doc is None or doc.files_manifest is None:
+        return doc
+    return doc.with_all_files(read(doc.files_manifest))
 
 
 def partition_name(partition: Mapping[str, Any] | None, root: str) -> str:

@@ -15,7 +15,8 @@ from conftest import BUCKET, NESTED_PHASES
 
 from s3commit_sdk import PendingSetError, read_result, write_committed
 from s3commit_sdk.cli import main
-from s3commit_sdk.formats import SUCCESS_NAME, parse_success
+from s3commit_sdk.formats import SUCCESS_FILES_CAP, SUCCESS_NAME, parse_success
+from s3commit_sdk.layout import SUCCESS_FILES_NAME
 from s3commit_sdk.textformat import format_bytes
 from s3commit_sdk.uploads import format_success
 from s3commit_sdk.widgets import SuccessReport
@@ -153,3 +154,39 @@ def test_a_delta_replace_says_its_transaction_removed_the_files(capsys, dest):
             "no object deleted)"
         ) in text
         assert "replaced 0 objects" not in text
+
+
+def test_a_large_job_lists_its_first_files_in_success_and_every_file_beside_it(capsys, s3, dest):
+    """Past SUCCESS_FILES_CAP files ``_SUCCESS`` stays small: it lists the first ones, counts
+    them all and names ``_SUCCESS.files.jsonl``, written before it; every reader gets the whole
+    list. A list of another job, or a document naming another object, is a typed error.
+    (Verification lists the directory's files in runs of a page, one listing each: 1,000 + 5.)"""
+    count = SUCCESS_FILES_CAP + 5
+    table = pa.table({"n": list(range(count))})
+    options = {"tasks": 2, "max_records_per_file": 1, "validate.output": True}
+    result = write_committed(table, dest.url, committer="magic", options=options, progress=False)
+    assert len(result.files) == count and result.rows == count
+    assert result.success.completion_checks == {"listed": count}
+
+    raw = json.loads(s3.get_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS")["Body"].read())
+    assert (len(raw["files"]), raw["fileCount"]) == (SUCCESS_FILES_CAP, count)
+    assert raw["filesManifest"] == SUCCESS_FILES_NAME and len(raw["filenames"]) == 100
+    listing = s3.get_object(Bucket=BUCKET, Key=dest.dir + SUCCESS_FILES_NAME)["Body"].read()
+    assert json.loads(listing.splitlines()[0])["jobId"] == result.job_id
+    assert len(listing.splitlines()) == count + 1
+
+    again = read_result(dest.url)
+    assert sorted(again.files, key=lambda f: f.key) == sorted(result.files, key=lambda f: f.key)
+    assert (again.rows, again.success.file_total) == (count, count)
+    assert main(["success", dest.url]) == 0
+    assert f"{count} rows" in capsys.readouterr().out
+    assert len(SuccessReport(dest.url).files) == count
+
+    other = listing.replace(result.job_id.encode(), b"0" * len(result.job_id), 1)
+    s3.put_object(Bucket=BUCKET, Key=dest.dir + SUCCESS_FILES_NAME, Body=other)
+    with pytest.raises(PendingSetError, match="another job committed since"):
+        read_result(dest.url)
+    raw["filesManifest"] = "../elsewhere.jsonl"
+    s3.put_object(Bucket=BUCKET, Key=dest.dir + "_SUCCESS", Body=json.dumps(raw).encode())
+    with pytest.raises(PendingSetError, match="malformed filesManifest"):
+        read_result(dest.url)

@@ -26,7 +26,7 @@ from ..errors import (
     ConcurrentCommitError,
     S3CommitError,
 )
-from ..formats import CommittedFile
+from ..formats import SUCCESS_FILES_CAP, CommittedFile
 from ..interrupts import held_interrupts, interrupt_requested, interruption_point, unstoppable
 from ..layout import SUCCESS_MARKER, is_hidden, marker_key, temporary_dir
 from ..paths import S3Location
@@ -40,7 +40,7 @@ from ..protocol import (
 )
 from ..store.rename import LocalStore, RenameStore, open_rename_store
 from .conflict import DirectoryConflict, partition_of
-from .report import build_success
+from .report import build_success, success_objects
 
 
 class StoreSink(OutputSink):
@@ -262,8 +262,9 @@ class RenameCommitter(Committer):
         requests.update(self.job.setup_requests)  # the schema check's, before job setup
         for counts in task_requests:
             requests.update(counts)
-        if self.job.options.mark_successful_jobs:
-            requests["PutObject" if isinstance(self.location, S3Location) else "create"] += 1
+        if self.job.options.mark_successful_jobs:  # _SUCCESS, and its file list past the cap
+            puts = 1 + (json_success and len(entries) > SUCCESS_FILES_CAP)
+            requests["PutObject" if isinstance(self.location, S3Location) else "create"] += puts
         requests = dict(sorted(requests.items()))
         success = build_success(
             self.job,
@@ -276,9 +277,11 @@ class RenameCommitter(Committer):
             False,
             task_durations,
         )
-        if self.job.options.mark_successful_jobs:
-            body = success.to_json().encode() if json_success else b""
-            self.store.write_bytes(self.path(SUCCESS_MARKER), body)
+        if self.job.options.mark_successful_jobs and json_success:
+            for name, body, _ in success_objects(success, entries):
+                self.store.write_bytes(self.path(name), body)
+        elif self.job.options.mark_successful_jobs:
+            self.store.write_bytes(self.path(SUCCESS_MARKER), b"")
         return JobOutcome(entries, success, phases, requests)
 
     def _delete_replaced(self, replaced: list[str]) -> None:

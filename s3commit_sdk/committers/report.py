@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..formats import SUCCESS_FILENAMES_CAP, CommittedFile, SuccessDocument, iostatistics
+from ..formats import (
+    SUCCESS_FILENAMES_CAP,
+    SUCCESS_FILES_CAP,
+    CommittedFile,
+    SuccessDocument,
+    iostatistics,
+)
+from ..layout import SUCCESS_FILES_NAME, SUCCESS_MARKER
 from ..protocol import JobContext
 from ..sparktypes import spark_json_schema
 
@@ -63,7 +70,9 @@ def build_success(
         conflict_mode=job.conflict_mode,
         format=job.format,
         partition_by=list(job.partition_by),
-        files=list(files),
+        files=list(files[:SUCCESS_FILES_CAP]),
+        file_count=len(files),
+        files_manifest=SUCCESS_FILES_NAME if len(files) > SUCCESS_FILES_CAP else None,
         partitions=[p for p in partitions if p],
         replaced_objects=replaced,
         rows=sum(f.rows for f in files),
@@ -78,3 +87,16 @@ def build_success(
         schema=None if job.data_schema is None else spark_json_schema(job.data_schema),
         request_options=job.settings.requests.recorded(),
     )
+
+
+def success_objects(
+    success: SuccessDocument, files: list[CommittedFile]
+) -> list[tuple[str, bytes | bytearray, str]]:
+    """What marking success writes beside the data, in order: the full file list when
+    ``_SUCCESS`` lists only the first entries (as Hadoop's ``filenames`` stops at 100), then
+    ``_SUCCESS`` itself, last, so a reader finding it finds its list. (name, body, type)."""
+    document = (SUCCESS_MARKER, success.to_json().encode(), "application/json")
+    if success.files_manifest is None:
+        return [document]
+    listing = success.files_manifest_body(files)
+    return [(SUCCESS_FILES_NAME, listing, "application/x-ndjson"), document]

@@ -28,8 +28,6 @@ adds its stage (Delta: ``delta_commit`` after ``delete_replaced``).
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,9 +37,15 @@ from ..errors import (
     CommitError,
     PendingSetError,
     S3CommitError,
-    StoreError,
 )
-from ..formats import CommitMarker, CommittedFile, Journal, PendingSet, PendingUpload
+from ..formats import (
+    SUCCESS_FILES_CAP,
+    CommitMarker,
+    CommittedFile,
+    Journal,
+    PendingSet,
+    PendingUpload,
+)
 from ..interrupts import interrupt_requested
 from ..journal_trust import check_resumed
 from ..protocol import JobOutcome
@@ -50,8 +54,9 @@ from ..store.s3 import RequestCounters
 from ..streaming.commit import write_intent
 from .cleanup import release
 from .commit_run import CommitRun
+from .completion import SLICE, complete_in_processes, complete_in_threads
 from .conflict import partition_of
-from .report import build_success
+from .report import build_success, success_objects
 from .s3_rollback import (
     abort_before_completion,
     finishing,
@@ -61,9 +66,6 @@ from .s3_rollback import (
     roll_back_completion,
 )
 from .verify import Completed, expected_checksum, verify
-
-#: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
-_GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
 
 
 # -- before the first completion: a failure aborts the job -----------------------------------
@@ -139,7 +141,7 @@ def write_journal(run: CommitRun) -> None:
         extraData={**run.journal_extra, **(job.stream.fields() if job.stream else {})},
     )
     run.journal_written = True  # from the first attempt on it may exist: abort deletes it
-    body = run.journal.to_json().encode()
+    body = run.journal.encoded()
     if job.stream is not None:  # a micro-batch's intent: one attempt of the batch commits
         write_intent(run, body)
     else:
@@ -182,65 +184,24 @@ def find_completed(run: CommitRun) -> None:
 
 # -- completion: verified, and rolled back truthfully ----------------------------------------
 def complete(run: CommitRun) -> None:
-    """Complete every upload in parallel; the first failure stops the rest and is raised.
+    """Complete every upload in parallel (:mod:`.completion`); the first failure stops the
+    rest and is raised.
 
-    Every key sent is remembered in ``run.sent``: a completion that was sent may have made its
-    file visible whatever the answer said.
+    Every upload sent is remembered in ``run.sent``: a completion that was sent may have made
+    its file visible whatever the answer said.
     """
-    failures: list[tuple[PendingUpload, BaseException]] = []
-    stop = threading.Event()
-    lock = threading.Lock()
     todo = [c for c in run.commits if c.uploadId not in run.found_complete]
     run.answered += [(c, None) for c in run.commits if c.uploadId in run.found_complete]
     interrupted = interrupt_requested()  # a held Ctrl-C: no more completions are sent
-
-    def complete_one(commit: PendingUpload) -> None:
-        if stop.is_set() or interrupted():  # the next stage raises the interrupt and rolls back
-            return
-        with lock:
-            run.sent.append(commit)
-        try:
-            answer = _complete_upload(run, commit)
-            with lock:
-                run.answered.append((commit, answer))
-        except BaseException as exc:
-            failures.append((commit, exc))
-            stop.set()
-
-    pool = ThreadPoolExecutor(run.job.options.threads, "s3commit-complete")
-    try:
-        for future in [pool.submit(complete_one, c) for c in todo]:
-            future.result()
-    finally:  # Ctrl-C too: stop, and wait only for completions already sent
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+    in_processes = run.job.options.commit_processes > 1 and len(todo) > SLICE
+    completing = complete_in_processes if in_processes else complete_in_threads
+    failures = completing(run, todo, interrupted)
     if failures:
         commit, cause = failures[0]
         raise CommitError(
             f"completing {commit.destinationKey!r} failed ({cause}); {len(failures)} of "
             f"{len(todo)} uploads failed"
         ) from cause
-
-
-def _complete_upload(run: CommitRun, commit: PendingUpload) -> str | None:
-    """The completion's answered ETag; None when a retry found the upload gone.
-
-    A retried completion whose first attempt had landed is told the upload is gone:
-    verification decides whether the object is ours.
-    """
-    try:
-        return run.store.complete(
-            commit.bucket,
-            commit.destinationKey,
-            commit.uploadId,
-            commit.etags,
-            commit.checksumAlgorithm,
-            commit.checksums,
-        )
-    except StoreError as exc:
-        if exc.code not in _GONE_UPLOAD:
-            raise
-        return None
 
 
 def verify_completed(run: CommitRun) -> None:
@@ -290,10 +251,11 @@ def write_success(run: CommitRun) -> None:
     """The job's outcome, and its ``_SUCCESS`` document if the job marks success."""
     run.phases["job_commit"] = time.monotonic() - run.started
     journal, requests = run.require_journal(), _request_counts(run)
-    if journal.markSuccess:
-        requests["PutObject"] = requests.get("PutObject", 0) + 1  # the _SUCCESS below
-    requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
     files = [_committed_file(run, c) for c in run.commits]
+    if journal.markSuccess:  # the _SUCCESS below, and its file list past the cap
+        puts = 1 + (len(files) > SUCCESS_FILES_CAP)
+        requests["PutObject"] = requests.get("PutObject", 0) + puts
+    requests["DeleteObjects"] = requests.get("DeleteObjects", 0) + 1  # journal + marker
     success = build_success(
         run.job,
         run.committer.name,
@@ -308,11 +270,8 @@ def write_success(run: CommitRun) -> None:
         table_fields=run.table_fields,
     )
     if journal.markSuccess:
-        body = json.dumps(success.to_dict(), indent=2, ensure_ascii=False).encode()
-        location = run.location
-        run.store.put(
-            location.bucket, location.key(layout.SUCCESS_MARKER), body, "application/json"
-        )
+        for name, body, content_type in success_objects(success, files):
+            run.store.put(run.location.bucket, run.location.key(name), body, content_type)
     run.outcome = JobOutcome(
         files,
         success,

@@ -16,8 +16,10 @@ way, by a store that does not check part checksums, is found before the job comm
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,9 +30,11 @@ from ..store import S3Store
 from ..store.s3 import ObjectInfo, RequestCounters, multipart_etag
 
 PAGE = 1000
+#: pages one run of files may list: other objects between its keys cost the second
+PAGES_PER_RUN = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completed:
     """A completion that was applied, with what its answer said (None: no answer to trust)."""
 
@@ -50,25 +54,35 @@ class Completed:
 def verify(
     store: S3Store, files: list[Completed], threads: int, checks: RequestCounters
 ) -> dict[str, str]:
-    """ETag of each upload's object by upload id; CommitError for one that is not ours."""
+    """ETag of each upload's object by upload id; CommitError for one that is not ours.
+
+    A directory's files are checked in runs of up to a page of consecutive keys, each run by
+    its own listing, in parallel: 100,000 files in one directory are 100 listings at once, not
+    100 pages one after the other.
+    """
     by_dir: dict[str, list[Completed]] = defaultdict(list)
     for done in files:
         by_dir[posixpath.dirname(done.commit.destinationKey)].append(done)
+    runs = []
+    for group in by_dir.values():
+        group.sort(key=lambda done: done.commit.destinationKey)
+        runs += [group[start : start + PAGE] for start in range(0, len(group), PAGE)]
     found: dict[str, str] = {}
 
-    def check_dir(group: list[Completed]) -> list[Completed]:
-        if len(group) < 2 or any(done.commit.checksums for done in group):
-            return group
-        listed = _listed(store, group)
-        rest = []
-        for done in group:
-            info = listed.get(done.commit.destinationKey)
-            if info is None:
-                rest.append(done)
-            else:
+    def check_run(run: list[Completed]) -> list[Completed]:
+        """Checks what one listing shows as it goes; returns the files it did not reach."""
+        if len(run) < 2 or any(done.commit.checksums for done in run):
+            return run
+        unseen = {done.commit.destinationKey: done for done in run}
+        last = run[-1].commit.destinationKey
+        for info in _listing(store, run):
+            done = unseen.pop(info.key, None)
+            if done is not None:
                 found[done.commit.uploadId] = _checked(done, info)
                 checks.add("listed")
-        return rest
+            if not unseen or info.key >= last:
+                break
+        return list(unseen.values())
 
     def head(done: Completed) -> None:
         info = store.head(done.commit.bucket, done.commit.destinationKey)
@@ -76,26 +90,18 @@ def verify(
         checks.add("headed")
 
     with ThreadPoolExecutor(threads, "s3commit-verify") as pool:
-        rest = [d for group in pool.map(check_dir, by_dir.values()) for d in group]
+        rest = [d for run in pool.map(check_run, runs) for d in run]
         list(pool.map(head, rest))
     return found
 
 
-def _listed(store: S3Store, group: list[Completed]) -> dict[str, ObjectInfo]:
-    """The group's keys as one directory listing shows them, within a page budget."""
-    keys = {d.commit.destinationKey for d in group}
-    first = min(keys)
+def _listing(store: S3Store, run: list[Completed]) -> Iterator[ObjectInfo]:
+    """The run's directory as one listing shows it, from just before its first key, within
+    a budget of pages that keeps it cheaper than the HEADs it replaces."""
+    first = run[0].commit.destinationKey
     prefix = posixpath.dirname(first) + "/"
-    budget = len(keys) // PAGE + 2  # pages: never more requests than the HEADs it saves
-    listed: dict[str, ObjectInfo] = {}
-    for seen, info in enumerate(store.list_objects(group[0].commit.bucket, prefix, first[:-1])):
-        if info.key in keys:
-            listed[info.key] = info
-            if len(listed) == len(keys):
-                break
-        if seen + 1 >= budget * PAGE:
-            break
-    return listed
+    listed = store.list_objects(run[0].commit.bucket, prefix, first[:-1])
+    yield from itertools.islice(listed, PAGES_PER_RUN * PAGE)
 
 
 def holds_upload(commit: PendingUpload, info: ObjectInfo | None) -> bool:

@@ -31,7 +31,7 @@ class RenameStore(ABC):
     def read_bytes(self, path: str) -> bytes: ...
 
     @abstractmethod
-    def write_bytes(self, path: str, data: bytes) -> None: ...
+    def write_bytes(self, path: str, data: bytes | bytearray) -> None: ...
 
     @abstractmethod
     def rename(self, source: str, target: str) -> None:
@@ -84,7 +84,7 @@ class LocalStore(RenameStore):
         with open(path, "rb") as handle:
             return handle.read()
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | bytearray) -> None:
         with self.open_write(path) as handle:
             handle.write(data)
 
@@ -142,7 +142,7 @@ class FsspecStore(RenameStore):
         self.count("open")
         return self.fs.cat_file(path)
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | bytearray) -> None:
         with self.open_write(path) as handle:
             handle.write(data)
 
@@ -227,7 +227,7 @@ class S3RenameStore(RenameStore):
     def read_bytes(self, path: str) -> bytes:
         return self.s3.get(self.bucket, path)
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | bytearray) -> None:
         self.s3.put(self.bucket, path, data)
 
     def rename(self, source: str, target: str) -> None:

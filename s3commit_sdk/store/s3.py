@@ -487,7 +487,9 @@ class S3Store:
             code=refused.code,
         ) from refused
 
-    def put(self, bucket: str, key: str, body: bytes, content_type: str | None = None) -> str:
+    def put(
+        self, bucket: str, key: str, body: bytes | bytearray, content_type: str | None = None
+    ) -> str:
         extra = {"ContentType": content_type} if content_type else {}
         reply = self._call(
             f"PUT {key!r}", bucket, self.client.put_object, Key=key, Body=body, **extra
@@ -505,7 +507,7 @@ class S3Store:
         )
         return reply["CopyObjectResult"]["ETag"]
 
-    def put_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
+    def put_if_absent(self, bucket: str, key: str, body: bytes | bytearray) -> bool:
         """Create ``key`` only if it does not exist (``If-None-Match: *``); False if it did."""
         reply = self._call(
             f"conditional PUT {key!r}",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..committers.s3_job import S3Committer
 
 
-def write_intent(run: CommitRun, body: bytes) -> None:
+def write_intent(run: CommitRun, body: bytes | bytearray) -> None:
     """The batch's journal, its intent, created only if absent: a second attempt of the batch
     committing at the same moment (two drivers on one checkpoint) is refused before any
     completion; a retried create whose first try landed finds its own bytes."""

@@ -88,7 +88,7 @@ class BatchRecord:
             job_id=doc.job_id,
             committed_ms=doc.timestamp,
             rows=doc.rows,
-            files=len(doc.files),
+            files=doc.file_total,
             bytes=doc.bytes,
             commit_s=float(doc.durations.get("job_commit", 0.0)),
         )

@@ -58,16 +58,18 @@ def read_success_file(path: str, options: dict[str, Any] | None = None) -> Succe
         return up.read_success(path, options)
     import fsspec
 
-    url = path.rstrip("/") + "/" + SUCCESS_MARKER
+    def read(name: str) -> bytes:
+        with fsspec.open(path.rstrip("/") + "/" + name, "rb") as handle:
+            return handle.read()
+
     try:
-        with fsspec.open(url, "rb") as handle:
-            body = handle.read()
+        body = read(SUCCESS_MARKER)
     except FileNotFoundError:
         raise StoreError(
-            f"no {SUCCESS_MARKER} at {url}: no job has committed there (or it ran with "
-            "marksuccessfuljobs=false)"
+            f"no {SUCCESS_MARKER} at {path.rstrip('/')}/{SUCCESS_MARKER}: no job has committed "
+            "there (or it ran with marksuccessfuljobs=false)"
         ) from None
-    return parse_success(body)
+    return up.with_all_files(parse_success(body), read)
 
 
 class SuccessReport(WidgetWrapper):

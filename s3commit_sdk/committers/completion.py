@@ -1,0 +1,233 @@
+"""Job commit's completions: from the driver's threads, or from several worker processes.
+
+"S3A Committers: Architecture and Implementation" ("Commit logic"): job commit completes the
+uploads in parallel, O(files / threads). Threads suffice while the store's answers are what
+they wait on; but each completion also costs the client about 1 ms of CPU in botocore, and a
+process's threads share one core (the GIL), so one process tops out near 1,000 completions/s
+however many threads it runs. ``commit.processes`` > 1 hands slices of the uploads to that many
+worker processes, each with its own store and ``threads`` threads (DESIGN: "Job commit at
+100,000 files").
+
+Either way, what has been *sent* is known exactly, because a completion that was sent may have
+made its file visible whatever its answer said and a rollback must delete it: the threads add
+each upload to ``run.sent`` before sending it; a worker process sets the upload's flag in
+memory shared with the driver before sending it, so even a worker that was killed leaves the
+truth behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CommitError, StoreError
+from ..formats import PendingUpload
+from ..store import S3Settings, S3Store, open_store
+
+if TYPE_CHECKING:
+    from .commit_run import CommitRun
+
+#: A completion's error codes meaning "this upload is gone": maybe our own retried completion.
+_GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
+#: uploads handed to a worker process at a time: small enough to stop soon after a failure
+SLICE = 250
+
+#: (upload, what went wrong): the first failure stops every other completion
+Failures = list[tuple[PendingUpload, BaseException]]
+
+
+def complete_upload(store: S3Store, commit: PendingUpload) -> str | None:
+    """The completion's answered ETag; None when a retry found the upload gone.
+
+    A retried completion whose first attempt had landed is told the upload is gone:
+    verification decides whether the object is ours.
+    """
+    try:
+        return store.complete(
+            commit.bucket,
+            commit.destinationKey,
+            commit.uploadId,
+            commit.etags,
+            commit.checksumAlgorithm,
+            commit.checksums,
+        )
+    except StoreError as exc:
+        if exc.code not in _GONE_UPLOAD:
+            raise
+        return None
+
+
+# -- threads of the driver ---------------------------------------------------------------------
+def complete_in_threads(
+    run: CommitRun, todo: list[PendingUpload], interrupted: Callable[[], bool]
+) -> Failures:
+    """``threads`` threads take the next upload until none is left, the first failure or a
+    held interrupt: one future per thread, not per file."""
+    failures: Failures = []
+    stop = threading.Event()
+    lock = threading.Lock()
+    queue = iter(todo)
+
+    def worker() -> None:
+        while not (stop.is_set() or interrupted()):  # a held Ctrl-C: send no more
+            with lock:
+                commit = next(queue, None)
+                if commit is None:
+                    return
+                run.sent.append(commit)
+            try:
+                answer = complete_upload(run.store, commit)
+                with lock:
+                    run.answered.append((commit, answer))
+            except BaseException as exc:
+                failures.append((commit, exc))
+                stop.set()
+
+    workers = min(run.job.options.threads, len(todo))
+    pool = ThreadPoolExecutor(max(workers, 1), "s3commit-complete")
+    try:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    finally:  # Ctrl-C too: stop, and wait only for completions already sent
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return failures
+
+
+# -- worker processes --------------------------------------------------------------------------
+def complete_in_processes(
+    run: CommitRun, todo: list[PendingUpload], interrupted: Callable[[], bool]
+) -> Failures:
+    """Slices of ``todo`` completed by ``commit.processes`` worker processes ("spawn": the
+    driver may hold a JVM and threads, which a fork would copy half-alive).
+
+    The processes are our own, not a pool's: when one dies or fails the others are told to
+    stop and are waited for, so every completion they sent has landed (or failed) before the
+    rollback looks; a pool would kill them with requests in flight.
+    """
+    options = run.job.options
+    context = multiprocessing.get_context("spawn")
+    stop, answers = context.Event(), context.Queue()
+    flags = context.RawArray("b", len(todo))  # 1: sent (or about to be), by index in todo
+    slices = [(start, todo[start : start + SLICE]) for start in range(0, len(todo), SLICE)]
+    count = min(options.commit_processes, len(slices))
+    workers = [
+        context.Process(
+            target=_work,
+            args=(run.job.settings, options.threads, slices[n::count], flags, stop, answers),
+            name=f"s3commit-complete-{n}",
+            daemon=True,
+        )
+        for n in range(count)
+    ]
+    failures: Failures = []
+    try:
+        for worker in workers:
+            worker.start()
+        failures = _gather(run, todo, len(slices), workers, answers, interrupted)
+    finally:  # Ctrl-C too: stop the workers, and wait for the completions they sent
+        stop.set()
+        failures += _drain(run, todo, workers, answers)
+        run.sent += [commit for index, commit in enumerate(todo) if flags[index]]
+    return failures
+
+
+def _gather(
+    run: CommitRun,
+    todo: list[PendingUpload],
+    slices: int,
+    workers: list[Any],
+    answers: Any,
+    interrupted: Callable[[], bool],
+) -> Failures:
+    """Every slice's answers, until the first failure, a dead worker or a held interrupt."""
+    while slices:
+        try:
+            report = answers.get(timeout=0.2)
+        except queue.Empty:
+            dead = [w for w in workers if w.exitcode not in (None, 0)]
+            if dead:
+                return [(todo[0], _died(dead[0]))]
+            if interrupted():
+                return []
+            continue
+        slices -= 1
+        failures = _record(run, todo, report)
+        if failures:
+            return failures
+    return []
+
+
+def _drain(run: CommitRun, todo: list[PendingUpload], workers: list[Any], answers: Any) -> Failures:
+    """Wait for every worker to end, taking what they still report (a queue must be read for
+    its writer to exit)."""
+    failures: Failures = []
+    while any(w.is_alive() for w in workers) or not answers.empty():
+        try:
+            failures += _record(run, todo, answers.get(timeout=0.2))
+        except queue.Empty:
+            continue
+    for worker in workers:
+        worker.join()
+    return failures
+
+
+def _record(run: CommitRun, todo: list[PendingUpload], report: tuple) -> Failures:
+    """A slice's answers into ``run.answered``; its failures, as errors of the driver."""
+    answered, errors = report
+    run.answered += [(todo[index], answer) for index, answer in answered]
+    return [(todo[index], StoreError(text)) for index, text in errors]
+
+
+def _died(worker: Any) -> CommitError:
+    return CommitError(f"the completion worker {worker.name} died (exit code {worker.exitcode})")
+
+
+def _work(
+    settings: S3Settings,
+    threads: int,
+    slices: list[tuple[int, list[PendingUpload]]],
+    flags: Any,
+    stop: Any,
+    answers: Any,
+) -> None:
+    """A worker process: its slices, one after the other, each with ``threads`` threads; every
+    upload flagged before it is sent. Ctrl-C goes to the driver, which sets ``stop``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    store = open_store(settings, threads=threads)
+    with ThreadPoolExecutor(threads, "s3commit-complete") as pool:
+        for start, commits in slices:
+            if stop.is_set():
+                return
+            answers.put(_complete_slice(store, pool, start, commits, flags, stop))
+
+
+def _complete_slice(
+    store: S3Store,
+    pool: ThreadPoolExecutor,
+    start: int,
+    commits: list[PendingUpload],
+    flags: Any,
+    stop: Any,
+) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
+    """(index, answer) of each completion, (index, error text) of each failure; after the
+    first failure or ``stop`` nothing more is sent."""
+    answered: list[tuple[int, str | None]] = []
+    errors: list[tuple[int, str]] = []
+
+    def one(index: int, commit: PendingUpload) -> None:
+        if errors or stop.is_set():
+            return
+        flags[index] = 1
+        try:
+            answered.append((index, complete_upload(store, commit)))
+        except Exception as exc:  # sent as text: not every error pickles
+            errors.append((index, str(exc)))
+
+    list(pool.map(one, range(start, start + len(commits)), commits))
+    return answered, errors
