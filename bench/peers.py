@@ -2,22 +2,27 @@
 
 Every tool gets the same pandas frames and the same local S3 endpoint (RGW or moto). Each
 writes an initial table of 8 day partitions (untimed), then overwrites 2 of them ``repeats``
-times (timed). After the last overwrite the table is read back and checked row by row count, so
-no number is reported for a wrong result. A peer that cannot run here gets a record with its
-error instead of numbers.
+times (timed), in interleaved rounds: every round times each tool once, in an order that
+rotates, so load from other work on a shared machine falls on all tools alike and the ratios
+of one run compare. After the last overwrite the table is read back and checked row by row
+count, so no number is reported for a wrong result. A peer that cannot run here gets a record
+with its error instead of numbers.
 
     python -m bench.peers --size-mib 64 --repeats 2 --endpoint rgw
+    python -m bench.peers --size-mib 256 --repeats 5 --endpoint rgw --option multipart.size=16M
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import metadata
 from typing import Any
 
@@ -26,7 +31,7 @@ import pandas as pd
 
 from s3commit_sdk import write_committed
 
-from .harness import KINDS, MIB, Endpoint, Record, Run, Sample, measure, timed
+from .harness import KINDS, MIB, Endpoint, Record, Run, Sample, aggregate, measure, timed
 
 SCENARIO = "peers"
 MODE = "overwrite partitions"
@@ -113,6 +118,14 @@ def read_hive(endpoint: Endpoint, prefix: str) -> tuple[Any, Any]:
     return table["day"].to_pylist(), table["version"].to_pylist()
 
 
+def hive_checked(
+    endpoint: Endpoint, frames: Frames, tool: str, distribution: str, protocol: str
+) -> dict[str, Any]:
+    """A Hive-layout tool's table checked row by row; its version and protocol for the notes."""
+    check(tool, frames, *read_hive(endpoint, tool))
+    return {"version": version(distribution), "protocol": protocol}
+
+
 def version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
@@ -124,18 +137,35 @@ def timed_overwrites(
     repeats: int, frames: Frames, write: Callable[[], Any], after: Callable[[], None] | None = None
 ) -> dict[str, dict[str, float]]:
     """Time ``write`` ``repeats`` times; ``after`` runs untimed after each (checks)."""
-
-    def once(_: int) -> Sample:
-        seconds, _result = timed(write)
-        if after is not None:
-            after()
-        return {"seconds": seconds, "mib_per_s": frames.update_mib / seconds}
-
-    return measure(repeats, once)
+    return measure(repeats, lambda _: overwrite_sample(frames, write, after))
 
 
-def run_s3commit(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dict, dict]:
-    """The partitioned committer, in-process engine: conflict_mode="replace" per partition."""
+def overwrite_sample(
+    frames: Frames, write: Callable[[], Any], after: Callable[[], None] | None = None
+) -> Sample:
+    """One timed overwrite: seconds and MiB/s; ``after`` runs untimed (checks)."""
+    seconds, _result = timed(write)
+    if after is not None:
+        after()
+    return {"seconds": seconds, "mib_per_s": frames.update_mib / seconds}
+
+
+@dataclass
+class Peer:
+    """One tool with its initial table written (untimed): ``overwrite`` is what a round times,
+    ``after`` checks each overwrite untimed, ``finish`` reads the table back (raising
+    :class:`WrongResult`) and returns the record's notes; ``close`` undoes what the tool's
+    setup changed in this process."""
+
+    overwrite: Callable[[], Any]
+    finish: Callable[[], dict[str, Any]]
+    after: Callable[[], None] | None = None
+    close: Callable[[], None] = lambda: None
+
+
+def start_s3commit(endpoint: Endpoint, frames: Frames, options: dict[str, str]) -> Peer:
+    """The partitioned committer, in-process engine: conflict_mode="replace" per partition.
+    ``options``: write options of ours (``--option``), recorded in the notes."""
     url = f"{endpoint.url}/s3commit"
 
     def write(frame: pd.DataFrame, mode: str) -> Any:
@@ -145,6 +175,7 @@ def run_s3commit(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dict
             committer="partitioned",
             partition_by=["day"],
             conflict_mode=mode,
+            options=options,
             progress=False,
         )
 
@@ -153,24 +184,24 @@ def run_s3commit(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dict
         if pending:
             raise WrongResult(f"s3commit left {pending} multipart uploads pending")
 
+    def finish() -> dict[str, Any]:
+        notes = hive_checked(
+            endpoint,
+            frames,
+            "s3commit",
+            "s3commit-sdk",
+            "Tasks write files to local disk and upload each as a multipart upload left "
+            "uncompleted; the job commit completes them, then deletes the old objects of "
+            "the partitions that received data (no copy, no rename) and writes _SUCCESS.",
+        )
+        return {**notes, **({"options": options} if options else {})}
+
     write(frames.initial, "fail")
     no_pending()
-    metrics = timed_overwrites(
-        repeats, frames, lambda: write(frames.update, "replace"), after=no_pending
-    )
-    check("s3commit", frames, *read_hive(endpoint, "s3commit"))
-    notes = {
-        "version": version("s3commit-sdk"),
-        "protocol": (
-            "Tasks write files to local disk and upload each as a multipart upload left "
-            "uncompleted; the job commit completes them, then deletes the old objects of the "
-            "partitions that received data (no copy, no rename) and writes _SUCCESS."
-        ),
-    }
-    return metrics, notes
+    return Peer(lambda: write(frames.update, "replace"), finish, after=no_pending)
 
 
-def run_awswrangler(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dict, dict]:
+def start_awswrangler(endpoint: Endpoint, frames: Frames) -> Peer:
     """``wr.s3.to_parquet(mode="overwrite_partitions")`` through the default boto3 session.
 
     With the client settings our store uses on a custom endpoint (checksums only where
@@ -183,6 +214,10 @@ def run_awswrangler(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[d
     url = f"{endpoint.url}/awswrangler/"
     session = boto3.Session()  # credentials and region from the environment the sandbox exports
     previous = wr.config.s3_endpoint_url, wr.config.botocore_config
+
+    def close() -> None:
+        wr.config.s3_endpoint_url, wr.config.botocore_config = previous
+
     wr.config.s3_endpoint_url = endpoint.endpoint
     wr.config.botocore_config = Config(
         request_checksum_calculation="when_required",
@@ -199,23 +234,23 @@ def run_awswrangler(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[d
             boto3_session=session,
         )
 
+    def finish() -> dict[str, Any]:
+        return hive_checked(
+            endpoint,
+            frames,
+            "awswrangler",
+            "awswrangler",
+            "For each partition in the data it deletes the partition's objects, then puts "
+            "the new Parquet files directly: readers can see a partition empty or half "
+            "written, and a failure in between loses the old data (not atomic).",
+        )
+
     try:
         write(frames.initial, "overwrite")
-        metrics = timed_overwrites(
-            repeats, frames, lambda: write(frames.update, "overwrite_partitions")
-        )
-        check("awswrangler", frames, *read_hive(endpoint, "awswrangler"))
-    finally:
-        wr.config.s3_endpoint_url, wr.config.botocore_config = previous
-    notes = {
-        "version": version("awswrangler"),
-        "protocol": (
-            "For each partition in the data it deletes the partition's objects, then puts the "
-            "new Parquet files directly: readers can see a partition empty or half written, "
-            "and a failure in between loses the old data (not atomic)."
-        ),
-    }
-    return metrics, notes
+    except BaseException:
+        close()
+        raise
+    return Peer(lambda: write(frames.update, "overwrite_partitions"), finish, close=close)
 
 
 def delta_options(endpoint: Endpoint) -> dict[str, str]:
@@ -230,7 +265,7 @@ def delta_options(endpoint: Endpoint) -> dict[str, str]:
     }
 
 
-def run_deltalake(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dict, dict]:
+def start_deltalake(endpoint: Endpoint, frames: Frames) -> Peer:
     """``write_deltalake(mode="overwrite", predicate=...)``: replaces only the 2 days' files."""
     from deltalake import DeltaTable, write_deltalake
 
@@ -241,73 +276,132 @@ def run_deltalake(endpoint: Endpoint, frames: Frames, repeats: int) -> tuple[dic
     def write(frame: pd.DataFrame, **kwargs: Any) -> None:
         write_deltalake(url, frame, partition_by=["day"], storage_options=storage, **kwargs)
 
+    def finish() -> dict[str, Any]:
+        table = DeltaTable(url, storage_options=storage)
+        rows = table.to_pyarrow_table(columns=["day", "version"])
+        check("deltalake", frames, rows["day"].to_pylist(), rows["version"].to_pylist())
+        return {
+            "version": version("deltalake"),
+            "protocol": (
+                "Writes new Parquet files, then commits one JSON log entry (remove the 2 days' "
+                "files, add the new ones) with a conditional put (If-None-Match: *); old files "
+                "stay in the bucket until vacuum."
+            ),
+            "table_version": table.version(),
+        }
+
     write(frames.initial, mode="error")
-    metrics = timed_overwrites(
-        repeats,
-        frames,
-        lambda: write(frames.update, mode="overwrite", predicate=f"day in ({days})"),
+    return Peer(
+        lambda: write(frames.update, mode="overwrite", predicate=f"day in ({days})"), finish
     )
-    table = DeltaTable(url, storage_options=storage)
-    rows = table.to_pyarrow_table(columns=["day", "version"])
-    check("deltalake", frames, rows["day"].to_pylist(), rows["version"].to_pylist())
-    notes = {
-        "version": version("deltalake"),
-        "protocol": (
-            "Writes new Parquet files, then commits one JSON log entry (remove the 2 days' "
-            "files, add the new ones) with a conditional put (If-None-Match: *); old files "
-            "stay in the bucket until vacuum."
-        ),
-        "table_version": table.version(),
-    }
-    return metrics, notes
 
 
-TOOLS: dict[str, Callable[[Endpoint, Frames, int], tuple[dict, dict]]] = {
-    "s3commit (partitioned)": run_s3commit,
-    "awswrangler": run_awswrangler,
-    "deltalake": run_deltalake,
-}
 OURS = "s3commit (partitioned)"
+PEERS: dict[str, Callable[[Endpoint, Frames], Peer]] = {
+    "awswrangler": start_awswrangler,
+    "deltalake": start_deltalake,
+}
 
 
-def run_peers(run: Run, endpoint: Endpoint, size_mib: int, repeats: int) -> None:
-    """One record per tool: seconds and MiB/s of ``repeats`` overwrites of 2 of 8 partitions.
+def rotated(tools: list[str], round_number: int) -> list[str]:
+    """The order of one round: each tool goes first in turn."""
+    shift = round_number % len(tools) if tools else 0
+    return tools[shift:] + tools[:shift]
+
+
+def round_ratios(samples: dict[str, list[Sample]]) -> dict[str, float]:
+    """Per peer, the median over rounds of our seconds over theirs in the same round: steadier
+    on a shared machine than a ratio of medians."""
+    ours = samples.get(OURS, [])
+
+    def ratio(theirs: list[Sample]) -> float:
+        # a peer that failed in a later round has only the first rounds' samples
+        pairs = zip(ours, theirs, strict=False)
+        return round(statistics.median(o["seconds"] / t["seconds"] for o, t in pairs), 3)
+
+    return {tool: ratio(theirs) for tool, theirs in samples.items() if tool != OURS and theirs}
+
+
+def run_peers(
+    run: Run, endpoint: Endpoint, size_mib: int, repeats: int, options: dict[str, str] | None = None
+) -> None:
+    """One record per tool: seconds and MiB/s of ``repeats`` overwrites of 2 of 8 partitions,
+    in interleaved rounds. ``options``: write options of ours.
 
     A peer's error becomes a record without metrics; an error of ours, or a wrong result from
     anyone, is raised: the numbers of a broken run must not be reported.
     """
     frames = make_frames(size_mib)
-    for tool, runner in TOOLS.items():
-        labels = {"endpoint": endpoint.kind, "tool": tool, "size_mib": size_mib, "mode": MODE}
-        endpoint.reset()
-        started = time.monotonic()
-        try:
-            metrics, notes = runner(endpoint, frames, repeats)
-        except WrongResult:
-            raise
-        except Exception as exc:
+    starts = {OURS: partial(start_s3commit, options=dict(options or {})), **PEERS}
+    peers: dict[str, Peer] = {}
+    setup_s: dict[str, float] = {}
+    samples: dict[str, list[Sample]] = {}
+
+    def labels(tool: str) -> dict[str, Any]:
+        return {"endpoint": endpoint.kind, "tool": tool, "size_mib": size_mib, "mode": MODE}
+
+    def failed(tool: str, exc: Exception) -> None:
+        """A peer that cannot run here: its error is its record; ours is raised."""
+        if tool == OURS or isinstance(exc, WrongResult):
+            raise exc
+        peer = peers.pop(tool, None)
+        if peer is not None:
+            peer.close()
+        notes = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        run.add(Record(SCENARIO, labels(tool), {}, notes))
+
+    endpoint.reset()
+    try:
+        for tool, start in starts.items():
+            try:
+                setup_s[tool], peers[tool] = timed(lambda start=start: start(endpoint, frames))
+            except Exception as exc:
+                failed(tool, exc)
+        for round_number in range(repeats):
+            for tool in rotated(list(peers), round_number):
+                peer = peers[tool]
+                try:
+                    sample = overwrite_sample(frames, peer.overwrite, peer.after)
+                except Exception as exc:
+                    failed(tool, exc)
+                    continue
+                samples.setdefault(tool, []).append(sample)
+        for tool, peer in peers.items():
+            notes = peer.finish()
             if tool == OURS:
-                raise
-            notes = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-            run.add(Record(SCENARIO, labels, {}, notes))
-            continue
-        notes["wall_s"] = round(time.monotonic() - started, 2)  # with the untimed setup
-        notes["rows_overwritten"] = len(frames.update)
-        notes["overwrite_mib"] = round(frames.update_mib, 2)
-        run.add(Record(SCENARIO, labels, metrics, notes))
+                notes["round_ratios"] = round_ratios(samples)
+            notes["setup_s"] = round(setup_s[tool], 2)  # the initial table, untimed
+            notes["rows_overwritten"] = len(frames.update)
+            notes["overwrite_mib"] = round(frames.update_mib, 2)
+            run.add(Record(SCENARIO, labels(tool), aggregate(samples[tool]), notes))
+    finally:
+        for peer in peers.values():
+            peer.close()
     endpoint.reset()  # leave moto's memory free for the next scenario
+
+
+def option(text: str) -> tuple[str, str]:
+    """``--option name=value``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not name=value")
+    return name, value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=64, help="new data per overwrite")
-    parser.add_argument("--repeats", type=int, default=2, help="timed overwrites per tool")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of timed overwrites")
     parser.add_argument("--endpoint", choices=KINDS, default=KINDS[0])
+    parser.add_argument(
+        "--option", type=option, action="append", default=[], help="name=value, ours only"
+    )
     args = parser.parse_args(argv)
     run = Run(mode="peers")
     started = time.monotonic()
     with Endpoint(args.endpoint) as endpoint:
-        run_peers(run, endpoint, args.size_mib, args.repeats)
+        endpoint.activate()
+        run_peers(run, endpoint, args.size_mib, args.repeats, dict(args.option))
     run.seconds[SCENARIO] = time.monotonic() - started
     print(f"\n{SCENARIO}: {args.size_mib} MiB x {args.repeats}, {run.seconds[SCENARIO]:.1f} s")
     for record in run.records:

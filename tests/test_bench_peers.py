@@ -1,0 +1,88 @@
+"""The Python peers scenario times its tools in interleaved rounds, on a real moto server.
+
+On a machine shared with other work the load changes from one second to the next: rounds that
+time every tool once, each tool going first in turn, put that load on all tools alike, so the
+ratios of one run compare (bench/peers.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from unittest import mock
+
+import pytest
+
+from bench import peers
+from bench.harness import Endpoint, Run
+from s3commit_sdk.errors import S3CommitError
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """``Endpoint.activate`` writes the endpoint into ``os.environ``: undone after the module."""
+    with mock.patch.dict(os.environ), Endpoint("moto") as started:
+        started.activate()
+        yield started
+
+
+def test_each_tool_goes_first_once_in_as_many_rounds():
+    tools = ["ours", "a", "b"]
+    rounds = [peers.rotated(tools, number) for number in range(3)]
+    assert [order[0] for order in rounds] == tools
+    assert all(sorted(order) == sorted(tools) for order in rounds)
+
+
+def test_an_option_is_name_equals_value():
+    assert peers.option("multipart.size=16M") == ("multipart.size", "16M")
+    with pytest.raises(argparse.ArgumentTypeError):
+        peers.option("multipart.size")
+
+
+def recording(start: Callable[..., peers.Peer], name: str, log: list[str]):
+    """``start`` whose peer writes ``name`` into ``log`` at every timed overwrite."""
+
+    def started(*args, **kwargs) -> peers.Peer:
+        peer = start(*args, **kwargs)
+
+        def overwrite():
+            log.append(name)
+            return peer.overwrite()
+
+        return replace(peer, overwrite=overwrite)
+
+    return started
+
+
+def test_rounds_interleave_the_tools_and_every_tool_gets_a_record(endpoint, monkeypatch):
+    log: list[str] = []
+    monkeypatch.setattr(peers, "start_s3commit", recording(peers.start_s3commit, "ours", log))
+    monkeypatch.setattr(
+        peers, "PEERS", {"deltalake": recording(peers.start_deltalake, "deltalake", log)}
+    )
+    run = Run(mode="peers", endpoints=["moto"])
+
+    peers.run_peers(run, endpoint, size_mib=1, repeats=3, options={"multipart.size": "5M"})
+
+    assert log == ["ours", "deltalake", "deltalake", "ours", "ours", "deltalake"]
+    records = {r.labels["tool"]: r for r in run.records}
+    assert set(records) == {peers.OURS, "deltalake"}
+    assert all(r.metrics["seconds"]["n"] == 3 for r in records.values())
+    assert records[peers.OURS].notes["options"] == {"multipart.size": "5M"}
+    assert set(records[peers.OURS].notes["round_ratios"]) == {"deltalake"}
+
+
+def test_round_ratios_are_ours_over_theirs_in_the_same_round():
+    samples = {
+        peers.OURS: [{"seconds": 1.0}, {"seconds": 4.0}, {"seconds": 3.0}],
+        "deltalake": [{"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 3.0}],
+    }
+    assert peers.round_ratios(samples) == {"deltalake": 1.0}
+
+
+def test_an_option_of_ours_reaches_our_write(endpoint, monkeypatch):
+    monkeypatch.setattr(peers, "PEERS", {})
+    with pytest.raises(S3CommitError, match="tasks"):
+        peers.run_peers(Run(mode="peers"), endpoint, size_mib=1, repeats=1, options={"tasks": "0"})
