@@ -756,6 +756,9 @@ class _Throttle:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, and "100 Continue" for botocore's Expect
     timeout = 120  # an idle client connection is dropped after this
+    #: TCP_NODELAY: a response goes out as headers, then body; with Nagle's algorithm the body
+    #: waited for the client's delayed ACK, about 40 ms added to every answer with a body
+    disable_nagle_algorithm = True
     server: _Server
 
     def setup(self) -> None:
