@@ -1,6 +1,7 @@
 """Scenarios 1, 3 and 7: one Spark DataFrame written by every committer, side by side.
 
-1. End to end by data size, with the phase breakdown (task write, task commit, job commit).
+1. End to end by data size, with the phase breakdown (task write, task commit, job commit),
+   beside the floor: Spark's own Parquet writer onto local disk, as time and client CPU ratios.
 3. Requests per committed file by operation and bytes copied server-side, counted on the wire
    by the proxy (so the classic committer's renames show as the copies they are).
 7. The same through the proxy with emulated S3 latency and copy bandwidth.
@@ -9,8 +10,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from s3commit_sdk import write_committed
@@ -22,16 +27,23 @@ from .harness import (
     Endpoint,
     Record,
     Run,
+    Sample,
     aggregate,
     proxied,
     server_pids,
     tree_cpu_seconds,
 )
 
+#: what s3commit_sdk.writers compresses Parquet with, and Spark's default: the floor writes alike
+COMPRESSION = "snappy"
+#: the ``committer`` of the writer that is Spark's own, onto local disk
+LOCAL_DISK = "spark-local"
+
 
 @dataclass(frozen=True)
 class Writer:
-    """One way of writing the DataFrame: a committer and its options, or the direct write."""
+    """One way of writing the DataFrame: a committer and its options, the direct write, or
+    Spark's own writer onto local disk."""
 
     name: str
     committer: str
@@ -40,15 +52,9 @@ class Writer:
     def write(self, df, url: str, partition_by: list[str], extra: dict) -> dict[str, Any]:
         options = {**dict(self.options), **extra}
         if self.committer == "direct":
-            done = direct_write(df, url, partition_by, options)
-            return {
-                "seconds": done["seconds"],
-                "bytes": done["bytes"],
-                "files": done["files"],
-                "phases": {"task_write": done["seconds"]},
-                "requests": {},
-                "checks": {},
-            }
+            return _unprotocolled(direct_write(df, url, partition_by, options))
+        if self.committer == LOCAL_DISK:
+            return _unprotocolled(spark_local_write(df, partition_by))
         result = write_committed(
             df,
             url,
@@ -68,6 +74,43 @@ class Writer:
         }
 
 
+def _unprotocolled(done: dict[str, float]) -> dict[str, Any]:
+    """The outcome of a write with no commit protocol: all of it is the tasks' writing."""
+    return {
+        "seconds": done["seconds"],
+        "bytes": done["bytes"],
+        "files": done["files"],
+        "phases": {"task_write": done["seconds"]},
+        "requests": {},
+        "checks": {},
+    }
+
+
+def spark_local_write(df: Any, partition_by: Sequence[str] = ()) -> dict[str, float]:
+    """Spark's own ``df.write.parquet`` into a fresh local directory, deleted afterwards: the
+    floor every committer is measured against (same data, layout and compression); wall
+    seconds, Parquet files and their bytes."""
+    scratch = Path(tempfile.mkdtemp(prefix="s3commit-bench-local-"))
+    out = scratch / "out"
+    try:
+        writer = df.write.option("compression", COMPRESSION)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        started = time.monotonic()
+        writer.parquet(str(out))
+        seconds = time.monotonic() - started
+        files = list(out.rglob("*.parquet"))
+        return {
+            "seconds": seconds,
+            "files": len(files),
+            "bytes": sum(f.stat().st_size for f in files),
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: the floor: every end-to-end case runs it beside the writers it was asked for
+SPARK_LOCAL = Writer("spark (local disk)", LOCAL_DISK)
 WRITERS = (
     Writer("direct (unsafe)", "direct"),
     Writer("directory", "directory"),
@@ -84,9 +127,12 @@ def writers(names: tuple[str, ...] | None, partitioned: bool) -> list[Writer]:
     return [w for w in chosen if partitioned or w.committer != "partitioned"]
 
 
-def warm_up(df, endpoint: Endpoint, extra: dict) -> None:
-    """One untimed write first: the first Spark job of a session pays JVM and worker start-up."""
+def warm_up(df, endpoint: Endpoint, extra: dict, local: bool = False) -> None:
+    """One untimed write first: the first Spark job of a session pays JVM and worker start-up
+    (and, with ``local``, the first of Spark's own Parquet writes its class loading)."""
     WRITERS[1].write(df, f"{endpoint.url}/warm-up", [], extra)
+    if local:
+        SPARK_LOCAL.write(df, "", [], {})
     endpoint.reset()
 
 
@@ -118,15 +164,15 @@ def interleaved_writes(
     repeats: int,
     before: Callable[[], None] = lambda: None,
     after: Callable[[dict[str, Any]], dict[str, Any]] = lambda outcome: outcome,
-) -> dict[str, tuple[dict[str, dict[str, float]], dict[str, Any]]]:
+) -> dict[str, tuple[list[Sample], dict[str, Any]]]:
     """``repeats`` rounds of one write per writer, each on an emptied endpoint and leaving no
     upload pending: a drift in the machine's load (other work on the shared cores) then
     reaches every writer alike, not the ones that ran last.
 
-    Per writer: the summary and what ``after`` made of its last outcome (``before`` runs
-    before each write, ``after`` right after it).
+    Per writer: its samples, round by round, and what ``after`` made of its last outcome
+    (``before`` runs before each write, ``after`` right after it).
     """
-    samples: dict[str, list] = {w.name: [] for w in chosen}
+    samples: dict[str, list[Sample]] = {w.name: [] for w in chosen}
     last: dict[str, dict[str, Any]] = {}
     for i in range(repeats):
         for writer in chosen:
@@ -140,7 +186,20 @@ def interleaved_writes(
             if endpoint.pending_uploads():
                 raise RuntimeError(f"{writer.name} left pending uploads")
             samples[writer.name].append(sample(outcome))
-    return {name: (aggregate(found), last[name]) for name, found in samples.items()}
+    return {name: (found, last[name]) for name, found in samples.items()}
+
+
+def relative_to(floor: list[Sample], samples: list[Sample]) -> list[Sample]:
+    """Each round's wall and client CPU seconds as ratios to the floor's in the same round:
+    a drift in the machine's load between rounds then cancels out of the ratio."""
+    return [
+        {
+            **mine,
+            "x_spark": mine["seconds"] / base["seconds"],
+            "cpu_x_spark": mine["client_cpu_s"] / base["client_cpu_s"],
+        }
+        for mine, base in zip(samples, floor, strict=True)
+    ]
 
 
 def run_end_to_end(
@@ -152,13 +211,15 @@ def run_end_to_end(
     repeats: int,
     names: tuple[str, ...] | None = None,
 ) -> None:
-    """Scenario 1 at one size: every writer, ``repeats`` times, the endpoint emptied between."""
+    """Scenario 1 at one size: every writer and Spark's own onto local disk, ``repeats``
+    times, the endpoint emptied between; each writer's figures also as ratios to Spark's."""
     df = spark_frame(spark, size_mib)
     partition_by = ["day"] if partitioned else []
-    warm_up(df, endpoint, {})
-    chosen = writers(names, partitioned)
+    warm_up(df, endpoint, {}, local=True)
+    chosen = [SPARK_LOCAL, *writers(names, partitioned)]
     done = interleaved_writes(chosen, df, endpoint, partition_by, {}, repeats)
-    for name, (summary, last) in done.items():
+    floor, _ = done[SPARK_LOCAL.name]
+    for name, (found, last) in done.items():
         run.add(
             Record(
                 "end_to_end",
@@ -168,8 +229,8 @@ def run_end_to_end(
                     "size_mib": size_mib,
                     "partitioned": partitioned,
                 },
-                summary,
-                {"files": last["files"]},
+                aggregate(relative_to(floor, found)),
+                {"files": last["files"], "bytes": last["bytes"]},
             )
         )
     endpoint.reset()
@@ -202,14 +263,14 @@ def run_requests(
         done = interleaved_writes(
             chosen, df, endpoint, ["day"], extra, repeats, fresh_proxy, on_the_wire
         )
-        for name, (summary, last) in done.items():
+        for name, (found, last) in done.items():
             counts, files = last["wire"], last["files"]
             per_file = {op: round(n / files, 2) for op, n in counts.items()}
             run.add(
                 Record(
                     scenario,
                     {"endpoint": endpoint.kind, "writer": name, "size_mib": size_mib},
-                    summary,
+                    aggregate(found),
                     {
                         "files": files,
                         "tasks": tasks_for(size_mib),

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import iceberg, streaming
+from . import fanout, iceberg, profile, streaming
 from .commit_scaling import RAW, RECOVERED
+from .end_to_end import SPARK_LOCAL
 from .frontends import REFERENCE as FRONTEND_REFERENCE
 from .harness import DESCRIPTIONS, KINDS, MIB, Record, Run, Target
 
 REFERENCE = "rgw"
 DIRECT = "direct (unsafe)"
+SPARK = SPARK_LOCAL.name
 ZERO_RENAME = ("directory", "partitioned", "magic")
 #: requests every job makes once, and every task once (docs/reference/requests.md)
 JOB_REQUESTS = 11
@@ -26,6 +28,8 @@ COMMIT_THREADS = 32
 
 NEAR_DIRECT, COMMIT_RAW, COMMIT_BYTES, RECOVERY = 1.05, 1.10, 1.10, 1.20
 RSS_FLAT, FRONTEND_RATIO = 1.10, 1.05
+#: magic against Spark's own writer onto local disk: wall time and client CPU
+NEAR_SPARK, NEAR_SPARK_CPU = 1.25, 1.30
 #: the commit of one micro-batch of 8 files (the median over the stream's batches), ms
 STREAM_COMMIT_MS = 150
 
@@ -100,6 +104,29 @@ def _near_direct(run: Run, kind: str) -> Found:
                         f"{_cpu_ratio(ours, direct)})",
                     )
                 )
+    return found
+
+
+def _near_spark(run: Run, kind: str) -> Found:
+    """magic against Spark's own write of the same DataFrame onto local disk, by the ratios of
+    each round (they share its load) as scenario 1 records them."""
+    found = []
+    for ours in run.of("end_to_end", endpoint=kind, writer="magic"):
+        labels = ours.labels
+        if labels["size_mib"] < 1024 or "x_spark" not in ours.metrics:
+            continue
+        spark = run.of("end_to_end", **{**labels, "writer": SPARK})[0]
+        took, cpu = ours.median("x_spark"), ours.median("cpu_x_spark")
+        layout = "partitioned" if labels["partitioned"] else "flat"
+        found.append(
+            (
+                took <= NEAR_SPARK and cpu <= NEAR_SPARK_CPU,
+                f"{labels['size_mib']} MiB {layout}: {took:.2f}x time ("
+                f"{ours.median('seconds'):.1f} s vs {spark.median('seconds'):.1f} s), client "
+                f"CPU {cpu:.2f}x ({ours.median('client_cpu_s'):.1f} s vs "
+                f"{spark.median('client_cpu_s'):.1f} s)",
+            )
+        )
     return found
 
 
@@ -283,6 +310,11 @@ CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
         _near_direct,
     ),
     (
+        f"magic <= {NEAR_SPARK}x Spark's local-disk write, client CPU <= {NEAR_SPARK_CPU}x "
+        "(1 and 4 GiB, flat and partitioned)",
+        _near_spark,
+    ),
+    (
         f"job commit <= {COMMIT_RAW}x raw completion of the same uploads "
         f"({COMMIT_THREADS} threads; 1,000 and 10,000 files)",
         _commit_vs_raw,
@@ -321,14 +353,17 @@ def _e2e_headline(run: Run, kind: str, size: int, partitioned: bool) -> str:
     if not direct:
         return ""
     base = direct[0].median("seconds")
+    spark = run.of("end_to_end", **{**direct[0].labels, "writer": SPARK})
     ours = [
-        f"{name} {r.median('seconds'):.1f} s ({r.median('seconds') / base:.2f}x)"
+        f"{name} {r.median('seconds'):.1f} s ({r.median('seconds') / base:.2f}x"
+        + (f", {r.median('x_spark'):.2f}x Spark's)" if "x_spark" in r.metrics else ")")
         for name in ZERO_RENAME
         for r in run.of(
             "end_to_end", endpoint=kind, writer=name, size_mib=size, partitioned=partitioned
         )
     ]
-    return f"{', '.join(ours)} vs direct {base:.1f} s"
+    floor = f", Spark's local-disk write {spark[0].median('seconds'):.1f} s" if spark else ""
+    return f"{', '.join(ours)} vs direct {base:.1f} s{floor}"
 
 
 def _commit_headline(run: Run, kind: str, files: int) -> str:
@@ -390,7 +425,7 @@ def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
         layout = "partitioned" if partitioned else "flat"
         rows.append(
             (
-                f"{size} MiB {layout}: committed vs direct write",
+                f"{size} MiB {layout}: committed vs direct write and Spark's local-disk write",
                 lambda kind, s=size, p=partitioned: _e2e_headline(run, kind, s, p),
             )
         )
@@ -433,6 +468,10 @@ def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
             lambda kind: "; ".join(
                 streaming.commit_summary(r) for r in run.of(streaming.SCENARIO, endpoint=kind)
             ),
+        ),
+        (
+            "job commit fanned out to processes, SIMULATED: completions/s (law's prediction)",
+            lambda kind: fanout.summary(run.of(fanout.SCENARIO, endpoint=kind)),
         ),
         ("the endpoint's raw limits", lambda kind: _limits_headline(run, kind)),
     ]
@@ -483,6 +522,7 @@ def markdown(run: Run, charts: list[str]) -> str:
         labels = list(records[0].labels)
         rows = [[str(r.labels[k]) for k in labels] + [f(r) for _, f in columns] for r in records]
         lines += ["", f"## {title}", "", *table(labels + [c for c, _ in columns], rows)]
+    lines += _profile_section(run)
     if run.failures:
         lines += ["", "## Failed scenarios (their figures are missing above)", ""]
         lines += table(["scenario", "error"], [[k, v] for k, v in run.failures.items()])
@@ -490,6 +530,57 @@ def markdown(run: Run, charts: list[str]) -> str:
     lines += table(["scenario", "s"], [[k, f"{v:.0f}"] for k, v in run.seconds.items()])
     lines += ["", "## Charts", ""] + [f"![{c}]({c})" for c in charts]
     return "\n".join(lines) + "\n"
+
+
+def _profile_section(run: Run) -> list[str]:
+    """The phases of one magic write's Python samples, per endpoint (bench/profile.py)."""
+    records = side_by_side(run.of(profile.SCENARIO))
+    if not records:
+        return []
+    lines = [
+        "",
+        "## Where the time goes (py-spy profile of one case)",
+        "",
+        f"One flat {records[0].labels['writer']} write of {records[0].labels['size_mib']} MiB "
+        "per endpoint, sampled by py-spy (raw collapsed stacks beside this report) in the "
+        "driver and every Python process under it. A sample is one Python thread running or "
+        "ready to run (py-spy leaves threads waiting on I/O or locks out), so on loaded cores "
+        "the counts stretch like wall time. A stack counts for commit when commit code is on "
+        "it, otherwise for the innermost frame that names a phase: Arrow transfer (reading "
+        "the batches from the JVM), encoding (pyarrow's Parquet writer), buffering (filling "
+        "and copying the part buffers), upload (boto3/botocore/urllib3, request signing "
+        "included), between tasks (a reused worker in PySpark's daemon loop, which runs "
+        "gc.collect() after each task). Spark's JVM is not Python: py-spy cannot sample it, "
+        "so its reading of the rows and its side of the Arrow hand-over show only as the "
+        "time the workers wait.",
+        "",
+    ]
+    for r in records:
+        kind = r.labels["endpoint"]
+        if "error" in r.notes:
+            lines.append(f"- **{kind}**: no profile: {r.notes['error']}")
+            continue
+        lines.append(
+            f"- **{kind}**: write {r.median('seconds'):.1f} s under sampling; "
+            f"{r.notes['rate']} samples/s per thread; "
+            f"{r.median('busy_worker_threads'):.2f} worker threads at work on average; "
+            f"`{r.notes['raw']}`; py-spy: {r.notes['py_spy']}"
+        )
+    sampled = [r for r in records if "phases" in r.notes]
+    rows = []
+    for phase in profile.PHASES:
+        row = [phase]
+        for r in sampled:
+            counts = r.notes["phases"][phase]
+            workers = r.median("worker_samples")
+            share = counts["worker"] / workers if workers else 0.0
+            row += [f"{counts['worker']} ({share:.0%})", str(counts["driver"])]
+        rows.append(row)
+    head = ["phase"]
+    for r in sampled:
+        kind = r.labels["endpoint"]
+        head += [f"{kind}: worker samples (share)", f"{kind}: driver samples"]
+    return [*lines, "", *table(head, rows)] if sampled else lines
 
 
 def _headline_rows(run: Run) -> list[list[str]]:
@@ -557,6 +648,8 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("job commit s", lambda r: cell(r, "job_commit_s")),
             ("client CPU s", lambda r: cell(r, "client_cpu_s", 1)),
             ("server CPU s", lambda r: cell(r, "server_cpu_s", 1)),
+            ("x Spark's writer", lambda r: cell(r, "x_spark")),
+            ("CPU x Spark's", lambda r: cell(r, "cpu_x_spark")),
             ("files", lambda r: str(r.notes["files"])),
         ],
     ),
@@ -569,6 +662,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("one listing of the keys s", lambda r: cell(r, "list_s", 3)),
             ("driver heap peak MiB", lambda r: cell(r, "driver_heap_peak_mib", 1)),
             ("driver heap KiB/file", lambda r: cell(r, "driver_heap_kib_per_file", 2)),
+            ("driver RSS growth KiB/file", lambda r: cell(r, "driver_rss_kib_per_file", 2)),
         ],
     ),
     (
@@ -668,6 +762,22 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("destination", lambda r: r.notes.get("destination", "")),
         ],
     ),
+    (
+        "12. Job commit fanned out to worker processes, SIMULATED: emulated latency per "
+        "completion (fault proxy; 0 ms: no proxy), completions/s measured vs the law "
+        "(docs/DESIGN.md)",
+        fanout.SCENARIO,
+        [
+            ("completions/s", lambda r: cell(r, "completions_per_s", 0)),
+            ("law/s", lambda r: cell(r, "law_predicted_per_s", 0)),
+            ("bound", lambda r: r.notes["bound"]),
+            ("ms per completion (Little)", lambda r: cell(r, "completion_ms_observed", 1)),
+            ("client CPU ms/completion", lambda r: cell(r, "client_cpu_ms_per_completion", 2)),
+            ("proxy CPU ms", lambda r: cell(r, "proxy_cpu_ms_per_completion", 2)),
+            ("server CPU ms", lambda r: cell(r, "server_cpu_ms_per_completion", 2)),
+            ("cores used", lambda r: cell(r, "cores_used", 2)),
+        ],
+    ),
 ]
 
 
@@ -691,6 +801,8 @@ def charts(run: Run, folder: Path, stem: str) -> list[str]:
         save(_end_to_end_chart(run, plt), "end-to-end")
     if run.of("commit_scaling"):
         save(_scaling_chart(run, plt), "commit-scaling")
+    if run.of(fanout.SCENARIO):
+        save(_fanout_chart(run, plt), "fanout")
     simple: list[tuple[str, str, str, Callable[[dict], str]]] = [
         (
             "memory",
@@ -734,7 +846,8 @@ def _color(kind: str) -> str:
 
 
 def _end_to_end_chart(run: Run, plt):
-    """One panel per endpoint and case: the phases of each writer, stacked."""
+    """One panel per endpoint and case: the phases of each writer, stacked, and above each bar
+    its time as a multiple of Spark's own write onto local disk (the first bar)."""
     records = run.of("end_to_end")
     kinds = [k for k in run.endpoints if run.of("end_to_end", endpoint=k)]
     cases = sorted({(r.labels["size_mib"], r.labels["partitioned"]) for r in records})
@@ -751,11 +864,16 @@ def _end_to_end_chart(run: Run, plt):
                 values = [r.metrics.get(phase, {}).get("median", 0.0) for r in case]
                 ax.bar(names, values, bottom=bottom, label=phase.removesuffix("_s"))
                 bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+            for x, (r, top) in enumerate(zip(case, bottom, strict=True)):
+                if "x_spark" in r.metrics:
+                    label = f"{r.median('x_spark'):.2f}x"
+                    ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=7)
+            ax.margins(y=0.1)  # room for those labels
             layout = "partitioned" if partitioned else "flat"
             ax.set_title(f"{kind}: {size} MiB, {layout}")
             ax.set_ylabel("seconds (median)")
             ax.tick_params(axis="x", rotation=45)
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    axes[0][0].legend(fontsize=7, loc="best")
     return fig
 
 
@@ -822,6 +940,24 @@ def _scaling_chart(run: Run, plt):
         title="driver memory vs files",
     )
     for ax in (by_files, by_threads, heap):
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _fanout_chart(run: Run, plt):
+    """Per endpoint, each case's completions/s as bars and the law's prediction as marks."""
+    kinds = [k for k in run.endpoints if run.of(fanout.SCENARIO, endpoint=k)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(7 * len(kinds), 4.5), squeeze=False)
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        records = run.of(fanout.SCENARIO, endpoint=kind)
+        names = [fanout.case_name(r) for r in records]
+        ax.bar(names, [r.median("completions_per_s") for r in records], color=_color(kind))
+        predicted = [r.median("law_predicted_per_s") for r in records]
+        ax.plot(names, predicted, "k_", markersize=18, mew=2, linestyle="", label="law")
+        ax.set(ylabel="completions/s", title=f"{kind}: fanned-out completion, simulated")
+        ax.tick_params(axis="x", rotation=45)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
         ax.legend(fontsize=7)
     return fig
 

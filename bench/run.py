@@ -21,7 +21,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,10 +30,12 @@ from s3commit_sdk.testing.faultproxy import bandwidth, delay
 from . import (
     commit_scaling,
     end_to_end,
+    fanout,
     frontends,
     iceberg,
     memory,
     peers,
+    profile,
     store_limit,
     streaming,
 )
@@ -49,6 +51,9 @@ LATENCY_RULES = [
     bandwidth(10 * 10**6, "CopyObject"),
     bandwidth(10 * 10**6, "UploadPartCopy"),
 ]
+#: small files at scale: job commit costs per file, and 100,000 uploads of 64 KiB would hold
+#: 6 GiB in the servers' RAM
+AT_SCALE_FILE_BYTES = 1024
 ALL_WRITERS = None  # every writer of end_to_end.WRITERS that fits the layout
 ZERO_RENAME_AND_DIRECT = ("direct (unsafe)", "directory", "partitioned", "magic")
 
@@ -64,6 +69,8 @@ class Plan:
     scaling_repeats: int
     #: job commit uninterrupted, then the same killed after its journal and recovered
     recovery: tuple[tuple[str, int, tuple[int, ...]], ...]
+    #: job commit, raw completions and recovery at the largest file count (issue 30: 100,000)
+    at_scale: tuple[tuple[str, int, tuple[int, ...]], ...]
     bytes_files: int
     bytes_totals_mib: tuple[int, ...]
     memory_mib: tuple[int, ...]
@@ -73,10 +80,16 @@ class Plan:
     latency_mib: int
     latency_writers: tuple[str, ...] | None
     frontends_mib: int
+    #: the one flat magic write profiled with py-spy
+    profile_mib: int
     #: files of the job committed as Iceberg and as plain Parquet, and how often
     iceberg_commit: tuple[int, int]
     #: micro-batches of the stream, rows per batch (8 files each), timed queries per writer
     streaming: tuple[int, int, int]
+    #: completions per case of the fanned-out job commit, simulated; its cases:
+    #: (emulated ms per completion, worker processes, threads per process)
+    fanout_files: int
+    fanout: tuple[tuple[float, tuple[int, ...], tuple[int, ...]], ...]
 
 
 QUICK = Plan(
@@ -92,6 +105,9 @@ QUICK = Plan(
     ),
     scaling_repeats=1,
     recovery=(("directory", 300, (32,)), (commit_scaling.RECOVERED, 300, (32,))),
+    at_scale=tuple(
+        (c, 1200, (32,)) for c in ("directory", commit_scaling.RAW, commit_scaling.RECOVERED)
+    ),
     bytes_files=20,
     bytes_totals_mib=(16, 64),
     memory_mib=(32, 64),
@@ -100,8 +116,11 @@ QUICK = Plan(
     peers_mib=8,
     latency_mib=16,
     frontends_mib=16,
+    profile_mib=64,
     iceberg_commit=(300, 1),
     streaming=(5, 4000, 1),
+    fanout_files=200,
+    fanout=((50, (1, 2), (8, 32)), (0, (1, 2), (32,))),
 )
 FULL = Plan(
     e2e=(
@@ -125,6 +144,9 @@ FULL = Plan(
     ),
     scaling_repeats=2,
     recovery=(("directory", 2000, (32,)), (commit_scaling.RECOVERED, 2000, (32,))),
+    at_scale=tuple(
+        (c, 100_000, (32,)) for c in ("directory", commit_scaling.RAW, commit_scaling.RECOVERED)
+    ),
     bytes_files=100,
     bytes_totals_mib=(1024, 4096),
     memory_mib=(256, 4096),
@@ -133,16 +155,20 @@ FULL = Plan(
     peers_mib=256,
     latency_mib=64,
     frontends_mib=1024,
+    profile_mib=1024,
     iceberg_commit=(10_000, 2),
     streaming=(30, 50_000, 3),
+    fanout_files=2000,
+    fanout=((50, (1, 2, 4), (8, 32, 64)), (0, (1, 2, 4), (32,))),
 )
 
 
 Step = Callable[[Run, Endpoint], None]
 
 
-def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
-    """Each scenario as a step the run repeats on every endpoint."""
+def scenarios(plan: Plan, spark, stem: Path) -> list[tuple[str, Step]]:
+    """Each scenario as a step the run repeats on every endpoint; files a scenario keeps
+    beside the report are named ``<stem>-...``."""
     top = max(size for size, _, _ in plan.e2e)
     steps: list[tuple[str, Step]] = [
         (
@@ -154,6 +180,16 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
         for size, partitioned, writers in plan.e2e
     ]
     steps += [
+        (
+            profile.SCENARIO,
+            lambda run, endpoint: profile.run_profile(
+                run,
+                endpoint,
+                spark,
+                plan.profile_mib,
+                stem.with_name(f"{stem.name}-{profile.SCENARIO}-{endpoint.kind}.txt"),
+            ),
+        ),
         (
             "store limit",
             lambda run, endpoint: store_limit.run_store_limit(
@@ -190,6 +226,16 @@ def scenarios(plan: Plan, spark) -> list[tuple[str, Step]]:
             lambda run, endpoint: commit_scaling.run_scaling(
                 run, endpoint, plan.recovery, plan.scaling_repeats
             ),
+        ),
+        (
+            "commit at scale",
+            lambda run, endpoint: commit_scaling.run_scaling(
+                run, endpoint, plan.at_scale, plan.scaling_repeats, AT_SCALE_FILE_BYTES
+            ),
+        ),
+        (
+            "fanout",
+            lambda run, endpoint: fanout.run_fanout(run, endpoint, plan.fanout_files, plan.fanout),
         ),
         (
             "commit bytes",
@@ -264,8 +310,16 @@ def main(argv: list[str] | None = None) -> int:
         "--endpoints", nargs="+", choices=KINDS, default=list(KINDS), help="default: all"
     )
     parser.add_argument("--report-dir", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds of the end-to-end and job-commit scenarios, instead of the plan's "
+        "(the report's medians then hold that many)",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.mode == "quick" else FULL
+    if args.rounds:
+        plan = replace(plan, repeats=args.rounds, scaling_repeats=args.rounds)
 
     from s3commit_sdk.testing.sandbox import DUMMY_ENV, local_spark
 
@@ -285,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as servers:
         spark = local_spark(app_name="s3commit-bench")
         servers.callback(spark.stop)
-        every = scenarios(plan, spark)
+        every = scenarios(plan, spark, args.report_dir / stamp)
         chosen = [(n, s) for n, s in every if not args.only or any(o in n for o in args.only)]
         if not chosen:
             parser.error(f"--only {args.only} matches none of: {', '.join(n for n, _ in every)}")

@@ -2,19 +2,24 @@
 
 A full ``make bench`` runs for about 100 minutes; one case that fails (moto running out of RAM
 did) must cost that case's figures, not the run. Real moto server, as in ``bench/run.py``.
+Also the floor of scenario 1 (Spark's own writer onto local disk) and the py-spy profile, each
+run for real on a small frame.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from unittest import mock
 
 import pytest
 
+from bench import end_to_end, profile
 from bench.harness import BUCKET, Endpoint, Run
-from bench.report import markdown
+from bench.report import evaluate, markdown
 from bench.run import run_case
 
 
@@ -78,3 +83,86 @@ def test_only_that_matches_no_scenario_is_refused_with_the_scenario_names(tmp_pa
     assert "--only ['no such scenario'] matches none of: end to end" in result.stderr
     assert result.stderr.rstrip().endswith(", memory")
     assert "== " not in result.stdout  # no case ran
+
+
+@pytest.fixture()
+def moto(environ):
+    with Endpoint("moto") as endpoint:
+        endpoint.activate()
+        yield endpoint
+
+
+def test_every_end_to_end_case_runs_spark_s_own_local_write_as_the_floor(
+    spark, moto, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its scratch directory goes
+    run = Run(mode="quick", endpoints=["moto"])
+    end_to_end.run_end_to_end(run, moto, spark, 8, True, 2, ("direct (unsafe)", "magic"))
+
+    floor, magic = (run.of("end_to_end", writer=w)[0] for w in ("spark (local disk)", "magic"))
+    assert list(tmp_path.glob("s3commit-bench-local-*")) == []  # each write's is gone
+    # same rows, same layout (one file per task and day), same compression: about the same bytes
+    assert floor.notes["files"] == magic.notes["files"] == 2 * 8
+    assert 0.8 < magic.notes["bytes"] / floor.notes["bytes"] < 1.25
+    assert floor.metrics["x_spark"] == {"median": 1.0, "min": 1.0, "max": 1.0, "n": 2}
+    assert magic.metrics["x_spark"]["n"] == magic.metrics["cpu_x_spark"]["n"] == 2
+    assert magic.median("x_spark") > 0 and magic.median("cpu_x_spark") > 0
+
+    run.endpoints = ["rgw"]  # judged on RGW at 1 GiB and more: pass these figures off as such
+    for record in run.records:
+        record.labels.update(endpoint="rgw", size_mib=1024)
+    run.targets = evaluate(run)
+    target = next(t for t in run.targets if t.name.startswith("magic <= 1.25x Spark's"))
+    took, cpu = magic.median("x_spark"), magic.median("cpu_x_spark")
+    assert target.met == (took <= 1.25 and cpu <= 1.3)
+    assert target.measured.startswith(f"1024 MiB partitioned: {took:.2f}x time")
+    report = markdown(run, [])
+    assert "| x Spark's writer | CPU x Spark's |" in report
+    assert f"Spark's local-disk write {floor.median('seconds'):.1f} s |" in report  # headline
+
+
+def test_the_profile_sorts_a_magic_write_s_python_samples_into_phases(spark, moto, tmp_path):
+    run = Run(mode="quick", endpoints=["moto"])
+    raw = tmp_path / "profile-moto.txt"
+    profile.run_profile(run, moto, spark, 16, raw)
+
+    (record,) = run.of(profile.SCENARIO)
+    assert "error" not in record.notes, record.notes
+    phases = record.notes["phases"]
+    assert set(phases) == set(profile.PHASES)
+    workers = record.median("worker_samples")
+    assert sum(p["worker"] for p in phases.values()) == workers > 0
+    # a Python worker encodes Parquet and its threads upload the parts
+    assert phases["encoding"]["worker"] > 0
+    assert phases["upload"]["worker"] > 0
+    assert re.fullmatch(r"Samples: \d+ Errors: \d+", record.notes["py_spy"])
+    stacks = list(profile.collapsed_stacks(raw.read_text()))
+    assert sum(n for *_, n in stacks) >= workers
+    report = markdown(run, [])
+    assert "## Where the time goes (py-spy profile of one case)" in report
+    assert f"| encoding | {phases['encoding']['worker']} (" in report
+
+
+def test_a_stack_counts_for_what_its_innermost_known_frame_does():
+    raw = (
+        'process 1:"python -m bench.run";process 2:"java";process 3:"python -m pyspark.daemon";'
+        'process 4:"python -m pyspark.daemon";manager (daemon.py:264);'
+        "write_task_output (s3commit_sdk/writers.py:1);"
+        "_ArrowFileWriter.write_batch (s3commit_sdk/writers.py:2);"
+        "ParquetWriter.write_table (pyarrow/parquet/core.py:3);"
+        "DelayedCompletionStream.write (s3commit_sdk/committers/magic.py:4) 7\n"
+        'process 1:"python -c x\ny";'
+        "MagicCommitter.commit_task (s3commit_sdk/committers/magic.py:5);"
+        "BaseClient._make_api_call (botocore/client.py:6) 3\n"
+        'process 1:"python -c x";process 4:"python -m pyspark.daemon";manager (daemon.py:275) 2\n'
+    )
+    stacks = list(profile.collapsed_stacks(raw))
+    assert [(pid, command, n) for pid, command, _, n in stacks] == [
+        (4, "python -m pyspark.daemon", 7),
+        (1, "python -c x\ny", 3),
+        (4, "python -m pyspark.daemon", 2),
+    ]
+    phases = profile.phase_samples(raw, driver=1)
+    assert phases["buffering"] == {"worker": 7, "driver": 0}
+    assert phases["commit"] == {"worker": 0, "driver": 3}
+    assert phases["between tasks"] == {"worker": 2, "driver": 0}
