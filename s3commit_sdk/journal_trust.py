@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import layout
@@ -191,15 +192,25 @@ def check_resumed(run: CommitRun) -> None:
             f"{layout.marker_key(location)!r} does not name this job",
         )
     check_marker(store, location, journal, key, remedy)
-    check_uploads(journal, key, location, store.list_pending(location.bucket, location.dir_prefix))
-    for info in store.list_objects(location.bucket, committer.metadata_prefix):
-        if not layout.is_pendingset(info.key):
-            continue
-        try:
-            saved = PendingSet.from_json(store.get(location.bucket, info.key))
-        except PendingSetError:
-            continue  # unreadable: nothing of it is ever used (s3_rollback.read_pendingset)
-        check_pendingset(saved, info.key, location, job_id, remedy)
+    # listed and read once: the stages after this one use the same (at 100,000 files each
+    # listing of the pending uploads is 100 pages)
+    run.listed_pending = store.list_pending(location.bucket, location.dir_prefix)
+    check_uploads(journal, key, location, run.listed_pending)
+    keys = [
+        info.key
+        for info in store.list_objects(location.bucket, committer.metadata_prefix)
+        if layout.is_pendingset(info.key)
+    ]
+    with ThreadPoolExecutor(run.job.options.threads, "s3commit-load") as pool:
+        bodies = pool.map(lambda key: store.get(location.bucket, key), keys)
+        run.saved_pendingsets = {}
+        for saved_key, body in zip(keys, bodies, strict=True):
+            try:
+                saved = PendingSet.from_json(body)
+            except (PendingSetError, ValueError, TypeError):
+                continue  # unreadable: nothing of it is ever used
+            check_pendingset(saved, saved_key, location, job_id, remedy)
+            run.saved_pendingsets[saved_key] = saved
 
 
 def commit_is_the_jobs(commit: PendingUpload, location: S3Location, job_id: str) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..formats import Journal, PendingSet, PendingUpload
 from ..protocol import JobOutcome, TaskCommit
+from ..store import PendingUploadInfo
 from ..store.s3 import RequestCounters
 
 if TYPE_CHECKING:  # the committer imports this module
@@ -43,6 +44,10 @@ class CommitRun:
     journal: Journal | None = None
     marker_owned: bool = False
     journal_written: bool = False
+    #: a resumed commit: the pending uploads and the job's saved pendingsets (by key) its
+    #: first stage listed, read and checked (``journal_trust.check_resumed``)
+    listed_pending: list[PendingUploadInfo] | None = None
+    saved_pendingsets: dict[str, PendingSet] = field(default_factory=dict)
     #: upload ids found completed before this run (a resumed commit)
     found_complete: set[str] = field(default_factory=set)
     #: completions sent: each may have made its file visible whatever its answer said
@@ -72,6 +77,12 @@ class CommitRun:
     @property
     def resumed(self) -> bool:
         return self.resumed_from is not None
+
+    def require_checked(self) -> CommitRun:
+        """This run, once a resumed commit's first stage has listed what it checked."""
+        if self.listed_pending is None:
+            raise AssertionError("a resumed stage ran before check_journal")
+        return self
 
     def require_journal(self) -> Journal:
         if self.journal is None:

@@ -29,7 +29,6 @@ adds its stage (Delta: ``delta_commit`` after ``delete_replaced``).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from .. import layout
 from ..errors import (
@@ -61,7 +60,6 @@ from .s3_rollback import (
     abort_before_completion,
     finishing,
     interrupted_after_completion,
-    read_pendingset,
     remove_leftovers,
     roll_back_completion,
 )
@@ -160,25 +158,17 @@ def load_saved_pendingsets(run: CommitRun) -> None:
     run.replaced = [key for key in journal.replaced if key not in new_keys]  # never new data
     run.journal_written = run.marker_owned = True
     journaled = {c.uploadId for c in journal.commits}
-    store, bucket = run.store, run.location.bucket
-    keys = [
-        info.key
-        for info in store.list_objects(bucket, run.committer.metadata_prefix)
-        if layout.is_pendingset(info.key)
+    run.pendingsets = [
+        p
+        for p in run.require_checked().saved_pendingsets.values()
+        if p.commits and {c.uploadId for c in p.commits} <= journaled
     ]
-    with ThreadPoolExecutor(run.job.options.threads, "s3commit-load") as pool:
-        saved = pool.map(lambda key: read_pendingset(store.get(bucket, key)), keys)
-        run.pendingsets = [
-            p for p in saved if p and p.commits and {c.uploadId for c in p.commits} <= journaled
-        ]
 
 
 def find_completed(run: CommitRun) -> None:
     """Uploads of the journal that are no longer pending were completed before the driver died:
     they are not completed again, only verified."""
-    pending = {
-        u.upload_id for u in run.store.list_pending(run.location.bucket, run.location.dir_prefix)
-    }
+    pending = {u.upload_id for u in run.require_checked().listed_pending}
     run.found_complete = {c.uploadId for c in run.commits if c.uploadId not in pending}
 
 
