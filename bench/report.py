@@ -27,6 +27,9 @@ TASK_REQUESTS = 2
 COMMIT_THREADS = 32
 
 NEAR_DIRECT, COMMIT_RAW, COMMIT_BYTES, RECOVERY = 1.05, 1.10, 1.10, 1.20
+#: file counts job commit is judged at against the raw completions; at the largest, its memory
+SCALING_FILES = (1000, 10_000, 100_000)
+COMMIT_KIB_PER_FILE = 1.0
 RSS_FLAT, FRONTEND_RATIO = 1.10, 1.05
 #: magic against Spark's own writer onto local disk: wall time and client CPU
 NEAR_SPARK, NEAR_SPARK_CPU = 1.25, 1.30
@@ -142,7 +145,7 @@ def _cpu_ratio(ours: Record, direct: Record) -> str:
 
 def _commit_vs_raw(run: Run, kind: str) -> Found:
     found = []
-    for files in (1000, 10_000):
+    for files in SCALING_FILES:
         raw = run.of(
             "commit_scaling", endpoint=kind, committer=RAW, files=files, threads=COMMIT_THREADS
         )
@@ -151,7 +154,7 @@ def _commit_vs_raw(run: Run, kind: str) -> Found:
         limit = raw[0].median("job_commit_s")
         listing = raw[0].median("list_s")
         for ours in run.of("commit_scaling", endpoint=kind, files=files, threads=COMMIT_THREADS):
-            if ours.labels["committer"] == RAW:
+            if ours.labels["committer"] in (RAW, RECOVERED):
                 continue
             ratio = ours.median("job_commit_s") / limit
             found.append(
@@ -162,6 +165,25 @@ def _commit_vs_raw(run: Run, kind: str) -> Found:
                     f"of the keys: {listing:.2f} s)",
                 )
             )
+    return found
+
+
+def _commit_memory(run: Run, kind: str) -> Found:
+    """The driver's RSS growth per file in job commit, at the largest file counts (below them
+    the heap the preparation freed is reused and the growth says little)."""
+    found = []
+    for ours in run.of("commit_scaling", endpoint=kind, files=SCALING_FILES[-1]):
+        if ours.labels["committer"] in (RAW, RECOVERED) or "driver_rss_kib_per_file" not in (
+            ours.metrics
+        ):
+            continue
+        growth = ours.median("driver_rss_kib_per_file")
+        found.append(
+            (
+                growth <= COMMIT_KIB_PER_FILE,
+                f"{ours.labels['committer']} {ours.labels['files']:,} files: {growth:.2f} KiB/file",
+            )
+        )
     return found
 
 
@@ -316,8 +338,13 @@ CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
     ),
     (
         f"job commit <= {COMMIT_RAW}x raw completion of the same uploads "
-        f"({COMMIT_THREADS} threads; 1,000 and 10,000 files)",
+        f"({COMMIT_THREADS} threads; 1,000, 10,000 and 100,000 files)",
         _commit_vs_raw,
+    ),
+    (
+        f"job commit of {SCALING_FILES[-1]:,} files: driver RSS growth <= "
+        f"{COMMIT_KIB_PER_FILE} KiB per file",
+        _commit_memory,
     ),
     (
         f"s3commit recover <= {RECOVERY}x the uninterrupted job commit ({COMMIT_THREADS} threads)",
