@@ -271,8 +271,7 @@ def write_task_output(
 
     Before every batch the attempt stops if its engine cancelled it (``handle``); after every
     batch the handle learns the rows and bytes written so far (a Parquet file's bytes grow as
-    its row groups are flushed). Whatever fails, closing the last files too (a sink may start
-    a file's upload as it closes), drops the files still open.
+    its row groups are flushed).
     """
     writer = TaskOutputWriter(job, task, sink)
     handle = handle or AttemptHandle()
@@ -290,7 +289,7 @@ def write_task_output(
             handle.report(writer.rows, writer.written)
         if writer.is_empty and task.partition == 0 and not job.partition_by and schema:
             writer.write_empty(_write_schema(schema, job))
-        return writer.close()
     except BaseException:
         writer.abort()
         raise
+    return writer.close()
