@@ -559,6 +559,15 @@ class SuccessDocument(Mapping[str, Any]):
         return 1 + len(_SUCCESS_ATTRS) + optional + len(self.table)
 
 
+def read_pendingset(body: bytes) -> PendingSet | None:
+    """A saved ``.pendingset``; None if unreadable (its uploads are still found by the listing
+    of the job's pending uploads)."""
+    try:
+        return PendingSet.from_json(body)
+    except (PendingSetError, ValueError, TypeError):
+        return None
+
+
 def parse_success(body: bytes) -> SuccessDocument | None:
     """The parsed ``_SUCCESS``; None for the 0-byte marker of the classic committer."""
     if not body.strip():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import layout
 from .errors import UNCHANGED_VISIBLE, InvalidPathError, JournalTrustError, PendingSetError
-from .formats import JOURNAL_VERSION, Journal, PendingSet, PendingUpload
+from .formats import JOURNAL_VERSION, Journal, PendingSet, PendingUpload, read_pendingset
 from .options import CONFLICT_MODES, OUTPUT_FORMATS, S3_COMMITTERS
 from .paths import S3Location, escape_partition_value, parse_s3_url
 from .store import PendingUploadInfo, S3Store
@@ -205,9 +205,8 @@ def check_resumed(run: CommitRun) -> None:
         bodies = pool.map(lambda key: store.get(location.bucket, key), keys)
         run.saved_pendingsets = {}
         for saved_key, body in zip(keys, bodies, strict=True):
-            try:
-                saved = PendingSet.from_json(body)
-            except (PendingSetError, ValueError, TypeError):
+            saved = read_pendingset(body)
+            if saved is None:
                 continue  # unreadable: nothing of it is ever used
             check_pendingset(saved, saved_key, location, job_id, remedy)
             run.saved_pendingsets[saved_key] = saved

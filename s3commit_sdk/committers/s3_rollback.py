@@ -27,7 +27,7 @@ from ..errors import (
     S3CommitError,
     StoreError,
 )
-from ..formats import PendingSet, PendingUpload
+from ..formats import PendingSet, PendingUpload, read_pendingset
 from ..journal_trust import commit_is_the_jobs
 from ..store.s3 import THROTTLING, _retry_kind
 from .cleanup import release, remove_job_files, stop_attempts
@@ -322,15 +322,6 @@ def abort(run: CommitRun) -> None:
     owned = [committer.journal_key] if run.journal_written else []
     owned += [layout.marker_key(run.location)] if run.marker_owned else []
     release(run.store, run.location, run.job.job_id, owned)
-
-
-def read_pendingset(body: bytes) -> PendingSet | None:
-    """A saved ``.pendingset``; None if unreadable (its uploads are still found by the listing
-    of the job's pending uploads)."""
-    try:
-        return PendingSet.from_json(body)
-    except (PendingSetError, ValueError, TypeError):
-        return None
 
 
 def _own(committer: S3Committer, commit: PendingUpload) -> bool:
