@@ -37,8 +37,9 @@ _GONE_UPLOAD = {"NoSuchUpload", "NoSuchKey", "404"}
 #: uploads handed to a worker process at a time: small enough to stop soon after a failure
 SLICE = 250
 
-#: (upload, what went wrong): the first failure stops every other completion
-Failures = list[tuple[PendingUpload, BaseException]]
+#: (upload, what went wrong): the first failure stops every other completion; no upload when a
+#: worker process died (which of its completions were sent is in its flags, not in an answer)
+Failures = list[tuple[PendingUpload | None, BaseException]]
 
 
 def complete_upload(store: S3Store, commit: PendingUpload) -> str | None:
@@ -62,41 +63,67 @@ def complete_upload(store: S3Store, commit: PendingUpload) -> str | None:
         return None
 
 
-# -- threads of the driver ---------------------------------------------------------------------
-def complete_in_threads(
-    run: CommitRun, todo: list[PendingUpload], interrupted: Callable[[], bool]
-) -> Failures:
-    """``threads`` threads take the next upload until none is left, the first failure or a
-    held interrupt: one future per thread, not per file."""
-    failures: Failures = []
+# -- threads taking the next upload: the driver's, and each worker process's -----------------
+def _send_each(
+    store: S3Store,
+    threads: int,
+    uploads: list[tuple[int, PendingUpload]],
+    mark_sent: Callable[[int, PendingUpload], None],
+    answered: list[tuple[int, str | None]],
+    failures: list[tuple[int, BaseException]],
+    halted: Callable[[], bool],
+) -> None:
+    """``threads`` threads take the next upload until none is left, the first failure or
+    ``halted()``; each is marked sent before it is sent. One future per thread, not per file."""
     stop = threading.Event()
     lock = threading.Lock()
-    queue = iter(todo)
+    pending = iter(uploads)
 
     def worker() -> None:
-        while not (stop.is_set() or interrupted()):  # a held Ctrl-C: send no more
+        while not (stop.is_set() or halted()):
             with lock:
-                commit = next(queue, None)
-                if commit is None:
+                item = next(pending, None)
+                if item is None:
                     return
-                run.sent.append(commit)
+                mark_sent(*item)
+            index, commit = item
             try:
-                answer = complete_upload(run.store, commit)
+                answer = complete_upload(store, commit)
                 with lock:
-                    run.answered.append((commit, answer))
+                    answered.append((index, answer))
             except BaseException as exc:
-                failures.append((commit, exc))
+                failures.append((index, exc))
                 stop.set()
 
-    workers = min(run.job.options.threads, len(todo))
-    pool = ThreadPoolExecutor(max(workers, 1), "s3commit-complete")
+    count = min(threads, len(uploads))
+    pool = ThreadPoolExecutor(max(count, 1), "s3commit-complete")
     try:
-        for future in [pool.submit(worker) for _ in range(workers)]:
+        for future in [pool.submit(worker) for _ in range(count)]:
             future.result()
     finally:  # Ctrl-C too: stop, and wait only for completions already sent
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
-    return failures
+
+
+def complete_in_threads(
+    run: CommitRun, todo: list[PendingUpload], interrupted: Callable[[], bool]
+) -> Failures:
+    """The driver's ``threads`` threads complete ``todo``; a held Ctrl-C sends no more."""
+    answered: list[tuple[int, str | None]] = []
+    failures: list[tuple[int, BaseException]] = []
+    try:
+        _send_each(
+            run.store,
+            run.job.options.threads,
+            list(enumerate(todo)),
+            lambda _, commit: run.sent.append(commit),
+            answered,
+            failures,
+            interrupted,
+        )
+    finally:
+        run.answered += [(todo[index], answer) for index, answer in answered]
+    return [(todo[index], exc) for index, exc in failures]
 
 
 # -- worker processes --------------------------------------------------------------------------
@@ -152,7 +179,7 @@ def _gather(
         except queue.Empty:
             dead = [w for w in workers if w.exitcode not in (None, 0)]
             if dead:
-                return [(todo[0], _died(dead[0]))]
+                return [(None, _died(dead[0]))]
             if interrupted():
                 return []
             continue
@@ -200,34 +227,19 @@ def _work(
     upload flagged before it is sent. Ctrl-C goes to the driver, which sets ``stop``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     store = open_store(settings, threads=threads)
-    with ThreadPoolExecutor(threads, "s3commit-complete") as pool:
-        for start, commits in slices:
-            if stop.is_set():
-                return
-            answers.put(_complete_slice(store, pool, start, commits, flags, stop))
-
-
-def _complete_slice(
-    store: S3Store,
-    pool: ThreadPoolExecutor,
-    start: int,
-    commits: list[PendingUpload],
-    flags: Any,
-    stop: Any,
-) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
-    """(index, answer) of each completion, (index, error text) of each failure; after the
-    first failure or ``stop`` nothing more is sent."""
-    answered: list[tuple[int, str | None]] = []
-    errors: list[tuple[int, str]] = []
-
-    def one(index: int, commit: PendingUpload) -> None:
-        if errors or stop.is_set():
+    for start, commits in slices:
+        if stop.is_set():
             return
-        flags[index] = 1
-        try:
-            answered.append((index, complete_upload(store, commit)))
-        except Exception as exc:  # sent as text: not every error pickles
-            errors.append((index, str(exc)))
-
-    list(pool.map(one, range(start, start + len(commits)), commits))
-    return answered, errors
+        answered: list[tuple[int, str | None]] = []
+        failures: list[tuple[int, BaseException]] = []
+        _send_each(
+            store,
+            threads,
+            list(enumerate(commits, start)),
+            lambda index, _: flags.__setitem__(index, 1),
+            answered,
+            failures,
+            stop.is_set,
+        )
+        # errors go as text: not every error pickles
+        answers.put((answered, [(index, str(exc)) for index, exc in failures]))

@@ -2,12 +2,13 @@
 
 Each stage of :mod:`.s3_stages` names one of these policies (``Stage.on_failure``): before the
 first completion the job is aborted; a failed completion or check is rolled back truthfully
-(every key a completion was sent for deleted, the rest aborted, then a listing decides what the
-error says); after the last completion nothing is undone, and the error names the command that
-finishes the job. "A Zero-Rename Committer" ("Correctness": abortable, no leaks): job abort
-removes every upload and hidden file of this job, and only of this job. That clean-up is retried
-as a whole while S3 throttles it (:func:`remove_leftovers`); what it still could not abort is
-listed and named on the error with the command that removes it (:func:`left_pending`).
+(every upload aborted, then every key a completion was sent for deleted, then a listing decides
+what the error says); after the last completion nothing is undone, and the error names the
+command that finishes the job. "A Zero-Rename Committer" ("Correctness": abortable, no
+leaks): job abort removes every upload and hidden file of this job, and only of this job. That
+clean-up is retried as a whole while S3 throttles it (:func:`remove_leftovers`); what it still
+could not abort is listed and named on the error with the command that removes it
+(:func:`left_pending`).
 """
 
 from __future__ import annotations
@@ -95,24 +96,27 @@ def roll_back(run: CommitRun, sent: list[PendingUpload]) -> tuple[str | None, st
     """Undo a job commit that failed before its replace deletes; say what is visible
     (a key of ``errors.VISIBLE``, None when unchecked) and in words.
 
-    Every key a completion was ``sent`` for is deleted (they carry this job's UUID: no other
-    job's data), every other upload aborted; then a listing of those keys decides the
-    text. The journal and marker are released only when nothing of the job is left.
+    Every upload is aborted first, then every key a completion was ``sent`` for is deleted
+    (they carry this job's UUID: no other job's data). In that order a completion still on
+    its way (sent by a worker process that was killed) cannot land after the delete: once
+    its upload is aborted it fails; if it landed first, the delete removes it. Then a listing
+    of those keys decides the text. The journal and marker are released only when nothing
+    of the job is left.
     """
     store, bucket, url = run.store, run.location.bucket, run.location.url()
     keys = sorted({c.destinationKey for c in sent})
     problems = []
-    try:
-        if keys:
-            store.delete_keys(bucket, keys)
-    except S3CommitError as exc:
-        problems.append(f"deleting completed files failed: {exc}")
     try:
         run.aborted_uploads = cleaned_or_listed(run, committed=set())
     except CleanupIncompleteError as left:
         problems.append(str(left))
     except S3CommitError as exc:
         problems.append(f"aborting uploads failed: {exc}")
+    try:
+        if keys:
+            store.delete_keys(bucket, keys)
+    except S3CommitError as exc:
+        problems.append(f"deleting completed files failed: {exc}")
     try:
         listed = {o.key for o in store.list_objects(bucket, run.location.dir_prefix)}
         visible = [k for k in keys if k in listed]

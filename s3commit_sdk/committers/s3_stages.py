@@ -188,6 +188,8 @@ def complete(run: CommitRun) -> None:
     failures = completing(run, todo, interrupted)
     if failures:
         commit, cause = failures[0]
+        if commit is None:  # a worker process died
+            raise CommitError(f"{cause} while completing {len(todo)} uploads") from cause
         raise CommitError(
             f"completing {commit.destinationKey!r} failed ({cause}); {len(failures)} of "
             f"{len(todo)} uploads failed"
