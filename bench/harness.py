@@ -90,6 +90,8 @@ class Run:
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per scenario
     failures: dict[str, str] = field(default_factory=dict)  # scenario on endpoint -> error
     machine_info: dict[str, Any] = field(default_factory=lambda: machine())
+    #: a run merged from parts (``bench.merge``): each part's start, commit, cases and time
+    parts: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, record: Record) -> Record:
         self.records.append(record)
@@ -114,6 +116,7 @@ class Run:
             seconds=document["seconds"],
             failures=document.get("failures", {}),
             machine_info=document["machine"],
+            parts=document.get("parts", []),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +129,7 @@ class Run:
             "failures": self.failures,
             "records": [asdict(r) for r in self.records],
             "targets": [asdict(t) for t in self.targets],
+            **({"parts": self.parts} if self.parts else {}),
         }
 
 
@@ -149,7 +153,29 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "pyspark": pyspark.__version__,
         "pyarrow": pyarrow.__version__,
+        "commit": code_commit(),
     }
+
+
+def code_commit() -> str:
+    """The checkout's commit, ``+dirty`` when files differ from it: which code was measured."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if changed else "")
 
 
 class Endpoint:

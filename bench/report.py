@@ -8,6 +8,7 @@ endpoint of each figure.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import fanout, iceberg, profile, streaming
@@ -506,6 +507,29 @@ def headlines(run: Run) -> list[tuple[str, Callable[[str], str]]]:
 
 
 # -- report ------------------------------------------------------------------------------------
+def _parts(run: Run) -> list[str]:
+    """A run merged from parts (``python -m bench.merge``) says when each ran, on which code."""
+    if not run.parts:
+        return [f"Code: commit {run.machine_info.get('commit', 'unknown')}.", ""]
+    rows = [
+        [
+            str(n),
+            datetime.fromtimestamp(p["started"], timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            p["commit"],
+            f"{p['seconds'] / 60:.0f} min" if p["seconds"] else "-",
+            "; ".join(p["cases"]),
+        ]
+        for n, p in enumerate(run.parts, 1)
+    ]
+    return [
+        f"Made in {len(run.parts)} parts (`python -m bench.merge`); a later part's scenario "
+        "on an endpoint replaces an earlier part's.",
+        "",
+        *table(["part", "started", "commit", "time", "cases"], rows),
+        "",
+    ]
+
+
 def markdown(run: Run, charts: list[str]) -> str:
     m = run.machine_info
     others = [k for k in run.endpoints if k != REFERENCE]
@@ -520,6 +544,7 @@ def markdown(run: Run, charts: list[str]) -> str:
         "",
         *[f"- **{kind}**: {DESCRIPTIONS[kind]}" for kind in run.endpoints],
         "",
+        *_parts(run),
         "## Headline figures",
         "",
         *table(
