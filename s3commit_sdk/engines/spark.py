@@ -22,6 +22,7 @@ from ..runner import execute_task
 from ..sparktypes import canonical_schema
 from .py4j_quiet import py4j_kept_quiet
 from .task_reports import ReportInbox, ReportSender, TaskReportAddress
+from .worker_heap import freeze_long_lived_heap
 from .worker_python import explained_worker_failures
 
 RESULT_SCHEMA = "message string"
@@ -125,6 +126,7 @@ def execute_spark_task(
             )
     finally:
         sender.close()
+        freeze_long_lived_heap()
 
 
 def run_spark_tasks(df, job: JobContext, tracker: ProgressTracker) -> list[TaskCommit]:
