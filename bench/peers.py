@@ -1,5 +1,8 @@
 """Python peers on the same data: a partitioned overwrite by s3commit, awswrangler and deltalake.
 
+Ours twice: the ``partitioned`` committer (write_committed's default: files on local disk,
+uploaded at task commit) and ``magic`` (parts uploaded while the file is encoded).
+
 Every tool gets the same pandas frames and the same local S3 endpoint (RGW or moto). Each
 writes an initial table of 8 day partitions (untimed), then overwrites 2 of them ``repeats``
 times (timed), in interleaved rounds: every round times each tool once, in an order that
@@ -119,10 +122,16 @@ def read_hive(endpoint: Endpoint, prefix: str) -> tuple[Any, Any]:
 
 
 def hive_checked(
-    endpoint: Endpoint, frames: Frames, tool: str, distribution: str, protocol: str
+    endpoint: Endpoint,
+    frames: Frames,
+    tool: str,
+    distribution: str,
+    protocol: str,
+    prefix: str | None = None,
 ) -> dict[str, Any]:
-    """A Hive-layout tool's table checked row by row; its version and protocol for the notes."""
-    check(tool, frames, *read_hive(endpoint, tool))
+    """A Hive-layout tool's table (under ``prefix``, else under the tool's name) checked row by
+    row; its version and protocol for the notes."""
+    check(tool, frames, *read_hive(endpoint, prefix or tool))
     return {"version": version(distribution), "protocol": protocol}
 
 
@@ -163,16 +172,30 @@ class Peer:
     close: Callable[[], None] = lambda: None
 
 
-def start_s3commit(endpoint: Endpoint, frames: Frames, options: dict[str, str]) -> Peer:
-    """The partitioned committer, in-process engine: conflict_mode="replace" per partition.
+#: what each of our committers does, for the notes
+PROTOCOLS = {
+    "partitioned": "Tasks write files to local disk and upload each as a multipart upload left "
+    "uncompleted; the job commit completes them, then deletes the old objects of the "
+    "partitions that received data (no copy, no rename) and writes _SUCCESS.",
+    "magic": "Tasks stream each file's parts into a multipart upload as they encode it, left "
+    "uncompleted; the job commit completes them, then deletes the old objects of the "
+    "partitions that received data (no copy, no rename) and writes _SUCCESS.",
+}
+
+
+def start_s3commit(
+    endpoint: Endpoint, frames: Frames, options: dict[str, str], committer: str
+) -> Peer:
+    """One of our committers, in-process engine: conflict_mode="replace" per partition.
     ``options``: write options of ours (``--option``), recorded in the notes."""
-    url = f"{endpoint.url}/s3commit"
+    tool, prefix = ours(committer), f"s3commit-{committer}"
+    url = f"{endpoint.url}/{prefix}"
 
     def write(frame: pd.DataFrame, mode: str) -> Any:
         return write_committed(
             frame,
             url,
-            committer="partitioned",
+            committer=committer,
             partition_by=["day"],
             conflict_mode=mode,
             options=options,
@@ -182,18 +205,10 @@ def start_s3commit(endpoint: Endpoint, frames: Frames, options: dict[str, str]) 
     def no_pending() -> None:
         pending = endpoint.pending_uploads()
         if pending:
-            raise WrongResult(f"s3commit left {pending} multipart uploads pending")
+            raise WrongResult(f"{tool} left {pending} multipart uploads pending")
 
     def finish() -> dict[str, Any]:
-        notes = hive_checked(
-            endpoint,
-            frames,
-            "s3commit",
-            "s3commit-sdk",
-            "Tasks write files to local disk and upload each as a multipart upload left "
-            "uncompleted; the job commit completes them, then deletes the old objects of "
-            "the partitions that received data (no copy, no rename) and writes _SUCCESS.",
-        )
+        notes = hive_checked(endpoint, frames, tool, "s3commit-sdk", PROTOCOLS[committer], prefix)
         return {**notes, **({"options": options} if options else {})}
 
     write(frames.initial, "fail")
@@ -296,7 +311,14 @@ def start_deltalake(endpoint: Endpoint, frames: Frames) -> Peer:
     )
 
 
-OURS = "s3commit (partitioned)"
+def ours(committer: str) -> str:
+    """The tool name of one of our committers."""
+    return f"s3commit ({committer})"
+
+
+#: the write_committed default first, then the committer that streams while it encodes
+OUR_TOOLS = tuple(ours(committer) for committer in PROTOCOLS)
+OURS = OUR_TOOLS[0]
 PEERS: dict[str, Callable[[Endpoint, Frames], Peer]] = {
     "awswrangler": start_awswrangler,
     "deltalake": start_deltalake,
@@ -309,17 +331,21 @@ def rotated(tools: list[str], round_number: int) -> list[str]:
     return tools[shift:] + tools[:shift]
 
 
-def round_ratios(samples: dict[str, list[Sample]]) -> dict[str, float]:
-    """Per peer, the median over rounds of our seconds over theirs in the same round: steadier
-    on a shared machine than a ratio of medians."""
-    ours = samples.get(OURS, [])
+def round_ratios(samples: dict[str, list[Sample]], tool: str) -> dict[str, float]:
+    """Per peer, the median over rounds of ``tool``'s seconds over the peer's in the same round:
+    steadier on a shared machine than a ratio of medians."""
+    mine = samples.get(tool, [])
 
     def ratio(theirs: list[Sample]) -> float:
         # a peer that failed in a later round has only the first rounds' samples
-        pairs = zip(ours, theirs, strict=False)
+        pairs = zip(mine, theirs, strict=False)
         return round(statistics.median(o["seconds"] / t["seconds"] for o, t in pairs), 3)
 
-    return {tool: ratio(theirs) for tool, theirs in samples.items() if tool != OURS and theirs}
+    return {
+        peer: ratio(theirs)
+        for peer, theirs in samples.items()
+        if peer not in OUR_TOOLS and theirs and mine
+    }
 
 
 def run_peers(
@@ -332,7 +358,11 @@ def run_peers(
     anyone, is raised: the numbers of a broken run must not be reported.
     """
     frames = make_frames(size_mib)
-    starts = {OURS: partial(start_s3commit, options=dict(options or {})), **PEERS}
+    starts = {
+        ours(committer): partial(start_s3commit, options=dict(options or {}), committer=committer)
+        for committer in PROTOCOLS
+    }
+    starts.update(PEERS)
     peers: dict[str, Peer] = {}
     setup_s: dict[str, float] = {}
     samples: dict[str, list[Sample]] = {}
@@ -342,7 +372,7 @@ def run_peers(
 
     def failed(tool: str, exc: Exception) -> None:
         """A peer that cannot run here: its error is its record; ours is raised."""
-        if tool == OURS or isinstance(exc, WrongResult):
+        if tool in OUR_TOOLS or isinstance(exc, WrongResult):
             raise exc
         peer = peers.pop(tool, None)
         if peer is not None:
@@ -368,8 +398,8 @@ def run_peers(
                 samples.setdefault(tool, []).append(sample)
         for tool, peer in peers.items():
             notes = peer.finish()
-            if tool == OURS:
-                notes["round_ratios"] = round_ratios(samples)
+            if tool in OUR_TOOLS:
+                notes["round_ratios"] = round_ratios(samples, tool)
             notes["setup_s"] = round(setup_s[tool], 2)  # the initial table, untimed
             notes["rows_overwritten"] = len(frames.update)
             notes["overwrite_mib"] = round(frames.update_mib, 2)

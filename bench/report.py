@@ -34,6 +34,8 @@ COMMIT_KIB_PER_FILE = 1.0
 RSS_FLAT, FRONTEND_RATIO = 1.10, 1.05
 #: magic against Spark's own writer onto local disk: wall time and client CPU
 NEAR_SPARK, NEAR_SPARK_CPU = 1.25, 1.30
+#: pandas input, partitioned overwrite: our time over deltalake's (median of round ratios)
+AHEAD_OF_DELTALAKE = 0.95
 #: the commit of one micro-batch of 8 files (the median over the stream's batches), ms
 STREAM_COMMIT_MS = 150
 
@@ -306,6 +308,22 @@ def _peers(run: Run, kind: str) -> Found:
     ]
 
 
+def _ahead_of_deltalake(run: Run, kind: str) -> Found:
+    """Each of our committers against deltalake, round by round (``bench/peers.py``)."""
+    found = []
+    for record in run.of("peers", endpoint=kind):
+        ratio = record.notes.get("round_ratios", {}).get("deltalake")
+        if ratio is not None:
+            found.append(
+                (
+                    ratio <= AHEAD_OF_DELTALAKE,
+                    f"{record.labels['tool']}: {ratio:.3f}x deltalake "
+                    f"({record.median('seconds'):.2f} s; median of per-round ratios)",
+                )
+            )
+    return found
+
+
 def _stream_commit(run: Run, kind: str) -> Found:
     """The commit of each micro-batch of ``df.writeStream.format("s3commit")`` (Parquet),
     from its record: the median over the stream's batches."""
@@ -365,6 +383,11 @@ CHECKS: list[tuple[str, Callable[[Run, str], Found]]] = [
         _frontends,
     ),
     ("peers measured on the same endpoint and data", _peers),
+    (
+        f"pandas partitioned overwrite: s3commit <= {AHEAD_OF_DELTALAKE}x deltalake's time "
+        "(each committer, median of per-round ratios)",
+        _ahead_of_deltalake,
+    ),
     (
         f"streaming: commit of a micro-batch of 8 files <= {STREAM_COMMIT_MS} ms "
         "(median over the batches, writeStream.format('s3commit'), Parquet)",

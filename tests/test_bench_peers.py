@@ -41,11 +41,12 @@ def test_an_option_is_name_equals_value():
         peers.option("multipart.size")
 
 
-def recording(start: Callable[..., peers.Peer], name: str, log: list[str]):
-    """``start`` whose peer writes ``name`` into ``log`` at every timed overwrite."""
+def recording(start: Callable[..., peers.Peer], log: list[str]):
+    """``start`` whose peer writes its tool's name into ``log`` at every timed overwrite."""
 
     def started(*args, **kwargs) -> peers.Peer:
         peer = start(*args, **kwargs)
+        name = peers.ours(kwargs["committer"]) if "committer" in kwargs else "deltalake"
 
         def overwrite():
             log.append(name)
@@ -58,28 +59,35 @@ def recording(start: Callable[..., peers.Peer], name: str, log: list[str]):
 
 def test_rounds_interleave_the_tools_and_every_tool_gets_a_record(endpoint, monkeypatch):
     log: list[str] = []
-    monkeypatch.setattr(peers, "start_s3commit", recording(peers.start_s3commit, "ours", log))
-    monkeypatch.setattr(
-        peers, "PEERS", {"deltalake": recording(peers.start_deltalake, "deltalake", log)}
-    )
+    monkeypatch.setattr(peers, "start_s3commit", recording(peers.start_s3commit, log))
+    monkeypatch.setattr(peers, "PEERS", {"deltalake": recording(peers.start_deltalake, log)})
     run = Run(mode="peers", endpoints=["moto"])
 
     peers.run_peers(run, endpoint, size_mib=1, repeats=3, options={"multipart.size": "5M"})
 
-    assert log == ["ours", "deltalake", "deltalake", "ours", "ours", "deltalake"]
+    partitioned, magic = peers.OUR_TOOLS
+    assert log == [
+        *(partitioned, magic, "deltalake"),
+        *(magic, "deltalake", partitioned),
+        *("deltalake", partitioned, magic),
+    ]
     records = {r.labels["tool"]: r for r in run.records}
-    assert set(records) == {peers.OURS, "deltalake"}
+    assert set(records) == {partitioned, magic, "deltalake"}
     assert all(r.metrics["seconds"]["n"] == 3 for r in records.values())
-    assert records[peers.OURS].notes["options"] == {"multipart.size": "5M"}
-    assert set(records[peers.OURS].notes["round_ratios"]) == {"deltalake"}
+    for tool in peers.OUR_TOOLS:
+        assert records[tool].notes["options"] == {"multipart.size": "5M"}
+        assert set(records[tool].notes["round_ratios"]) == {"deltalake"}
 
 
 def test_round_ratios_are_ours_over_theirs_in_the_same_round():
+    partitioned, magic = peers.OUR_TOOLS
     samples = {
-        peers.OURS: [{"seconds": 1.0}, {"seconds": 4.0}, {"seconds": 3.0}],
+        partitioned: [{"seconds": 1.0}, {"seconds": 4.0}, {"seconds": 3.0}],
+        magic: [{"seconds": 1.0}, {"seconds": 1.0}, {"seconds": 1.5}],
         "deltalake": [{"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 3.0}],
     }
-    assert peers.round_ratios(samples) == {"deltalake": 1.0}
+    assert peers.round_ratios(samples, partitioned) == {"deltalake": 1.0}
+    assert peers.round_ratios(samples, magic) == {"deltalake": 0.5}
 
 
 def test_an_option_of_ours_reaches_our_write(endpoint, monkeypatch):
