@@ -41,6 +41,7 @@ from .harness import (
     Record,
     Run,
     aggregate,
+    client_config,
     proxied,
     server_pids,
     tree_cpu_seconds,
@@ -67,14 +68,8 @@ class SliceStore:
 
     def client(self, threads: int = 10) -> Any:
         import boto3
-        from botocore.config import Config
 
-        config = Config(
-            max_pool_connections=max(threads, 10),
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
-        return boto3.client("s3", endpoint_url=self.url, config=config)
+        return boto3.client("s3", endpoint_url=self.url, config=client_config(threads))
 
 
 def complete_slice(

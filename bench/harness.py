@@ -178,6 +178,18 @@ def code_commit() -> str:
     return head + ("+dirty" if changed else "")
 
 
+def client_config(threads: int) -> Any:
+    """botocore's config as our store sets it for a custom endpoint: checksums only where
+    required, one connection per thread."""
+    from botocore.config import Config
+
+    return Config(
+        max_pool_connections=max(threads, 10),
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+
+
 class Endpoint:
     """One local S3 server the benchmarks write to.
 
@@ -207,16 +219,8 @@ class Endpoint:
         return self.server.endpoint
 
     def client(self, threads: int = 10, **kwargs: Any):
-        """A boto3 client configured as our store configures its own for a custom endpoint:
-        checksums only where required, one connection per thread."""
-        from botocore.config import Config
-
-        config = Config(
-            max_pool_connections=max(threads, 10),
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
-        return self.server.client(config=config, **kwargs)
+        """A boto3 client configured as our store configures its own (:func:`client_config`)."""
+        return self.server.client(config=client_config(threads), **kwargs)
 
     def reset(self) -> None:
         """An empty bucket, and the RAM its objects held handed back."""
