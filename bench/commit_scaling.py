@@ -24,7 +24,7 @@ from s3commit_sdk.protocol import JobContext, TaskCommit, TaskSummary
 from s3commit_sdk.recovery import recover
 from s3commit_sdk.stages import run_stages
 
-from .harness import BUCKET, MIB, Endpoint, Record, Run, aggregate
+from .harness import BUCKET, MIB, Endpoint, Record, Run, Sample, aggregate
 
 TASKS = 16
 SOURCE_KEY = "scaling-source.bin"
@@ -181,14 +181,24 @@ def _reset_peak_rss() -> int:
     return _status_kib("VmRSS")
 
 
-def timed_commits(
-    endpoint: Endpoint, committer: str, files: int, file_bytes: int, threads: int, repeats: int
-) -> dict[str, dict[str, float]]:
-    samples = [
-        commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
-        for _ in range(repeats)
-    ]
-    return aggregate(samples)
+#: one timed job commit: (committer, files, bytes per file, threads)
+Case = tuple[str, int, int, int]
+
+
+def interleaved(
+    endpoint: Endpoint, cases: list[Case], repeats: int
+) -> dict[Case, dict[str, dict[str, float]]]:
+    """Each case's timed commits, ``repeats`` rounds that each time every case once, in order:
+    load from other work on the shared cores falls on all cases alike, so the ratios between
+    them (ours against ``RAW``, 4 GiB against 1 GiB) compare."""
+    samples: dict[Case, list[Sample]] = {case: [] for case in cases}
+    for _ in range(repeats):
+        for case in cases:
+            committer, files, file_bytes, threads = case
+            samples[case].append(
+                commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
+            )
+    return {case: aggregate(taken) for case, taken in samples.items()}
 
 
 #: a traced job commit needs its own prepared uploads; beyond this many files it costs too long
@@ -206,29 +216,35 @@ def run_scaling(
 
     ``cases``: (committer, files, thread counts). ``RAW`` as the committer times only the
     completions from a plain boto3 pool: the most any job commit could get out of this endpoint.
-    Driver memory is measured for up to ``TRACED_MAX_FILES`` files, for the committers.
+    Driver memory is measured for up to ``TRACED_MAX_FILES`` files, for the committers; the
+    timed commits are :func:`interleaved`.
     """
-    for committer, files, thread_counts in cases:
-        heap = {}
-        if files <= TRACED_MAX_FILES and committer not in (RAW, RECOVERED):  # ours, committing
-            heap = aggregate(
-                [commit_once(endpoint, committer, files, file_bytes, thread_counts[0], True)]
+    heaps = {
+        (committer, files): aggregate(
+            [commit_once(endpoint, committer, files, file_bytes, thread_counts[0], True)]
+        )
+        for committer, files, thread_counts in cases
+        if files <= TRACED_MAX_FILES and committer not in (RAW, RECOVERED)  # ours, committing
+    }
+    timed = interleaved(
+        endpoint,
+        [(c, files, file_bytes, threads) for c, files, counts in cases for threads in counts],
+        repeats,
+    )
+    for (committer, files, _, threads), metrics in timed.items():
+        run.add(
+            Record(
+                "commit_scaling",
+                {
+                    "endpoint": endpoint.kind,
+                    "committer": committer,
+                    "files": files,
+                    "threads": threads,
+                },
+                {**metrics, **heaps.get((committer, files), {})},
+                {"file_bytes": file_bytes},
             )
-        for threads in thread_counts:
-            timed = timed_commits(endpoint, committer, files, file_bytes, threads, repeats)
-            run.add(
-                Record(
-                    "commit_scaling",
-                    {
-                        "endpoint": endpoint.kind,
-                        "committer": committer,
-                        "files": files,
-                        "threads": threads,
-                    },
-                    {**timed, **heap},
-                    {"file_bytes": file_bytes},
-                )
-            )
+        )
     endpoint.reset()
 
 
@@ -242,8 +258,11 @@ def run_bytes(
     repeats: int,
 ) -> None:
     """The same file count at different total bytes: commit time should not follow the bytes."""
-    for total in totals_mib:
-        file_bytes = total * MIB // files
+    sizes = {total: total * MIB // files for total in totals_mib}
+    timed = interleaved(
+        endpoint, [(committer, files, size, threads) for size in sizes.values()], repeats
+    )
+    for total, file_bytes in sizes.items():
         run.add(
             Record(
                 "commit_bytes",
@@ -254,7 +273,7 @@ def run_bytes(
                     "total_mib": total,
                     "threads": threads,
                 },
-                timed_commits(endpoint, committer, files, file_bytes, threads, repeats),
+                timed[(committer, files, file_bytes, threads)],
                 {"file_bytes": file_bytes},
             )
         )
