@@ -21,7 +21,7 @@ import multiprocessing
 import queue
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -67,17 +67,19 @@ def complete_upload(store: S3Store, commit: PendingUpload) -> str | None:
 def _send_each(
     store: S3Store,
     threads: int,
-    uploads: list[tuple[int, PendingUpload]],
+    uploads: Sequence[PendingUpload],
+    first_index: int,
     mark_sent: Callable[[int, PendingUpload], None],
     answered: list[tuple[int, str | None]],
     failures: list[tuple[int, BaseException]],
     halted: Callable[[], bool],
 ) -> None:
     """``threads`` threads take the next upload until none is left, the first failure or
-    ``halted()``; each is marked sent before it is sent. One future per thread, not per file."""
+    ``halted()``; each is marked sent before it is sent, and known by its index (counted from
+    ``first_index``). One future per thread, not per file."""
     stop = threading.Event()
     lock = threading.Lock()
-    pending = iter(uploads)
+    pending = enumerate(uploads, first_index)
 
     def worker() -> None:
         while not (stop.is_set() or halted()):
@@ -115,7 +117,8 @@ def complete_in_threads(
         _send_each(
             run.store,
             run.job.options.threads,
-            list(enumerate(todo)),
+            todo,
+            0,
             lambda _, commit: run.sent.append(commit),
             answered,
             failures,
@@ -235,7 +238,8 @@ def _work(
         _send_each(
             store,
             threads,
-            list(enumerate(commits, start)),
+            commits,
+            start,
             lambda index, _: flags.__setitem__(index, 1),
             answered,
             failures,
