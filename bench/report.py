@@ -130,10 +130,27 @@ def _near_spark(run: Run, kind: str) -> Found:
                 f"{labels['size_mib']} MiB {layout}: {took:.2f}x time ("
                 f"{ours.median('seconds'):.1f} s vs {spark.median('seconds'):.1f} s), client "
                 f"CPU {cpu:.2f}x ({ours.median('client_cpu_s'):.1f} s vs "
-                f"{spark.median('client_cpu_s'):.1f} s)",
+                f"{spark.median('client_cpu_s'):.1f} s){_shared_cores(run, ours, spark)}",
             )
         )
     return found
+
+
+def _shared_cores(run: Run, ours: Record, spark: Record) -> str:
+    """What the S3 server's own CPU costs a write on cores it shares with Spark: the least time
+    an S3 write of Spark's client CPU could take here is that CPU plus the server's during
+    ours, over the cores (Spark's local write has no server)."""
+    cores = run.machine_info.get("cpus")
+    if not cores or "server_cpu_s" not in ours.metrics:
+        return ""
+    floor = (spark.median("client_cpu_s") + ours.median("server_cpu_s")) / cores
+    if floor <= spark.median("seconds"):
+        return ""
+    return (
+        f"; with the S3 server's {ours.median('server_cpu_s'):.1f} s of CPU on the same "
+        f"{cores} cores, no S3 write of Spark's CPU takes under {floor:.1f} s: "
+        f"{ours.median('seconds') / floor:.2f}x that"
+    )
 
 
 def _cpu_ratio(ours: Record, direct: Record) -> str:

@@ -116,6 +116,10 @@ def test_every_end_to_end_case_runs_spark_s_own_local_write_as_the_floor(
     took, cpu = magic.median("x_spark"), magic.median("cpu_x_spark")
     assert target.met == (took <= 1.25 and cpu <= 1.3)
     assert target.measured.startswith(f"1024 MiB partitioned: {took:.2f}x time")
+    # the least time Spark's client CPU plus the S3 server's could take on these cores
+    least = (floor.median("client_cpu_s") + magic.median("server_cpu_s")) / os.cpu_count()
+    shown = f"takes under {least:.1f} s: {magic.median('seconds') / least:.2f}x that"
+    assert (shown in target.measured) == (least > floor.median("seconds")), target.measured
     report = markdown(run, [])
     assert "| x Spark's writer | CPU x Spark's |" in report
     assert f"Spark's local-disk write {floor.median('seconds'):.1f} s |" in report  # headline
