@@ -160,19 +160,14 @@ def machine() -> dict[str, Any]:
 def code_commit() -> str:
     """The checkout's commit, ``+dirty`` when files differ from it: which code was measured."""
     here = os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", "-C", here, *args], capture_output=True, text=True, check=True)
+        return run.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", here, "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if changed else "")

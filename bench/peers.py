@@ -172,14 +172,17 @@ class Peer:
     close: Callable[[], None] = lambda: None
 
 
+#: what our job commit does, whichever committer's uploads it completes
+_JOB_COMMIT = (
+    "left uncompleted; the job commit completes them, then deletes the old objects of the "
+    "partitions that received data (no copy, no rename) and writes _SUCCESS."
+)
 #: what each of our committers does, for the notes
 PROTOCOLS = {
-    "partitioned": "Tasks write files to local disk and upload each as a multipart upload left "
-    "uncompleted; the job commit completes them, then deletes the old objects of the "
-    "partitions that received data (no copy, no rename) and writes _SUCCESS.",
-    "magic": "Tasks stream each file's parts into a multipart upload as they encode it, left "
-    "uncompleted; the job commit completes them, then deletes the old objects of the "
-    "partitions that received data (no copy, no rename) and writes _SUCCESS.",
+    "partitioned": "Tasks write files to local disk and upload each as a multipart upload "
+    + _JOB_COMMIT,
+    "magic": "Tasks stream each file's parts into a multipart upload as they encode it, "
+    + _JOB_COMMIT,
 }
 
 
