@@ -16,9 +16,11 @@ import base64
 import binascii
 import hashlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .errors import InvalidOptionError
+
+Chunk = bytes | bytearray | memoryview
 
 #: bytes of each algorithm's digest
 DIGEST_SIZES = {"CRC32": 4, "CRC32C": 4, "SHA256": 32, "CRC64NVME": 8}
@@ -33,7 +35,16 @@ def field_name(algorithm: str) -> str:
 
 def checksum(algorithm: str, data: bytes | bytearray | memoryview) -> str:
     """The base64 checksum of ``data``, as S3 writes it."""
-    return base64.b64encode(_digest(algorithm)(data)).decode()
+    return checksum_of(algorithm, [data])
+
+
+def checksum_of(algorithm: str, chunks: Iterable[bytes | bytearray | memoryview]) -> str:
+    """The base64 checksum of the concatenated ``chunks``: a part read from a file piece by
+    piece is never held whole to be checksummed."""
+    running = _running(algorithm)
+    for chunk in chunks:
+        running.update(chunk)
+    return base64.b64encode(running.digest()).decode()
 
 
 def composite(algorithm: str, part_checksums: list[str]) -> str | None:
@@ -67,25 +78,38 @@ def well_formed(algorithm: str, value: object) -> bool:
     return len(raw) == DIGEST_SIZES[algorithm]
 
 
-def _digest(algorithm: str) -> Callable[[bytes | bytearray | memoryview], bytes]:
+class _Crc:
+    """A CRC computed piece by piece: ``step(data, previous)`` is its library's incremental
+    form, and the digest is the value's big-endian bytes, as S3 encodes it."""
+
+    def __init__(self, step: Callable[[Chunk, int], int], size: int) -> None:
+        self._step, self._size, self._value = step, size, 0
+
+    def update(self, data: Chunk) -> None:
+        self._value = self._step(data, self._value)
+
+    def digest(self) -> bytes:
+        return self._value.to_bytes(self._size, "big")
+
+
+def _running(algorithm: str) -> _Crc | hashlib._Hash:
     if algorithm == "CRC32":
-        return lambda data: zlib.crc32(data).to_bytes(4, "big")
+        return _Crc(zlib.crc32, 4)
     if algorithm == "SHA256":
-        return lambda data: hashlib.sha256(data).digest()
+        return hashlib.sha256()
     if algorithm == "CRC32C":
-        crc = _crc32c()
-        return lambda data: crc(data).to_bytes(4, "big")
+        return _Crc(_crc32c(), 4)
     if algorithm == "CRC64NVME":
         from awscrt import checksums  # the option refuses CRC64NVME without it
 
-        return lambda data: checksums.crc64nvme(bytes(data)).to_bytes(8, "big")
+        return _Crc(lambda data, previous: checksums.crc64nvme(bytes(data), previous), 8)
     raise InvalidOptionError(
         f"option 'checksum.algorithm' is {algorithm!r}, none of {', '.join(DIGEST_SIZES)}",
         option="checksum.algorithm",
     )
 
 
-def _crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
+def _crc32c() -> Callable[[Chunk, int], int]:
     try:
         from crc32c import crc32c
     except ImportError:
@@ -100,4 +124,4 @@ def _crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
             "AWS CRT (pip install 'botocore[crt]'); or choose CRC32 or SHA256",
             option="checksum.algorithm",
         ) from None
-    return lambda data: checksums.crc32c(bytes(data))
+    return lambda data, previous: checksums.crc32c(bytes(data), previous)

@@ -230,19 +230,22 @@ def split_by_partition(
         width = len(encoded.dictionary) + 1
         indices = encoded.indices.fill_null(width - 1).to_numpy(zero_copy_only=False)
         codes = codes * width + indices.astype(np.int64)
-    order = np.argsort(codes, kind="stable")
+    # rows already in partition order (as Spark sorts them, or data grouped by day) are sliced,
+    # not copied: a take of every row costs a copy of the batch
+    ordered = bool(np.all(codes[1:] >= codes[:-1]))
+    order = np.arange(batch.num_rows) if ordered else np.argsort(codes, kind="stable")
     _, starts = np.unique(codes[order], return_index=True)
     data = batch if keep_columns else batch.drop_columns(list(columns))
     keys = batch.select(list(columns))
     ends = [*starts[1:], batch.num_rows]
     for start, end in zip(starts, ends, strict=True):
-        rows = pa.array(order[start:end])
         row = int(order[start])
         values = [_scalar(keys.column(c), row) for c in columns]
         texts = [partition_value_text(v) or None for v in values]
         partition = dict(zip(columns, texts, strict=True))
         typed = tuple(keys.column(c)[row].as_py() for c in columns)
-        yield partition_dir(list(columns), values), partition, typed, data.take(rows)
+        rows = data.slice(start, end - start) if ordered else data.take(pa.array(order[start:end]))
+        yield partition_dir(list(columns), values), partition, typed, rows
 
 
 def _scalar(column: pa.Array, row: int) -> object:

@@ -11,8 +11,11 @@ none: there the job is refused at setup.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import zlib
 
 import pandas as pd
 import pytest
@@ -26,7 +29,7 @@ from s3commit_sdk import (
     register,
     write_committed,
 )
-from s3commit_sdk.checksums import matches
+from s3commit_sdk.checksums import checksum_of, matches
 from s3commit_sdk.committers import checksum_probe
 from s3commit_sdk.committers.checksum_probe import require_kept_checksums
 from s3commit_sdk.errors import CommitError, PendingSetError
@@ -236,3 +239,24 @@ def test_spark_data_source_writes_crc32c(keeping, spark, s3, dest):
         writer = writer.option(key, value)
     writer.save(dest.url)
     assert_recorded(s3, dest, "CRC32C")
+
+
+def _whole_digest(algorithm: str, data: bytes) -> bytes:
+    """The digest by the libraries themselves, in one call."""
+    if algorithm == "CRC32":
+        return zlib.crc32(data).to_bytes(4, "big")
+    if algorithm == "CRC32C":
+        from crc32c import crc32c
+
+        return crc32c(data).to_bytes(4, "big")
+    return hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "SHA256"])
+def test_a_checksum_taken_piece_by_piece_is_the_whole_one(algorithm):
+    """A part sent from a file is checksummed in pieces (FileRange.chunks): the same value."""
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    pieces = [data[start : start + 1_000_000] for start in range(0, len(data), 1_000_000)]
+    expected = base64.b64encode(_whole_digest(algorithm, data)).decode()
+    assert checksum_of(algorithm, pieces) == expected
+    assert checksum_of(algorithm, [b""]) == base64.b64encode(_whole_digest(algorithm, b"")).decode()

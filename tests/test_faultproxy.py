@@ -18,6 +18,7 @@ from conftest import BUCKET, differs_on, list_keys, pending_uploads, read_back, 
 
 from s3commit_sdk import StoreError, write_committed
 from s3commit_sdk.store import S3Settings, S3Store, open_store
+from s3commit_sdk.store.file_range import FileRange
 from s3commit_sdk.store.s3 import RetryPolicy
 from s3commit_sdk.testing.faultproxy import (
     DELAY,
@@ -135,6 +136,38 @@ def test_slowdown_on_every_second_upload_part_is_retried(proxy, dest, s3):
         FaultEvent("UploadPart", 2, SLOW_DOWN),
         FaultEvent("UploadPart", 4, SLOW_DOWN),
     ]
+    s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+def test_parts_sent_from_file_ranges_survive_refused_and_reset_requests(proxy, dest, s3, tmp_path):
+    """A staged file's parts go out as ranges of the file (FileRange), never read whole: a
+    retried request starts its range again, after a refusal and after a reset mid-body."""
+    proxy.set_rules(
+        [slow_down("UploadPart", occurrences=[1]), reset("UploadPart", occurrences=[3], after=True)]
+    )
+    store = store_via(proxy)
+    key = dest.dir + "ranged.bin"
+    path = tmp_path / "staged.bin"
+    data = os.urandom(10 * MIB + 77)
+    path.write_bytes(data)
+    ranges = [(0, 5 * MIB), (5 * MIB, 5 * MIB), (10 * MIB, 77)]
+    upload_id = store.initiate(BUCKET, key)
+    try:
+        parts = []
+        for number, (offset, length) in enumerate(ranges, start=1):
+            with FileRange(str(path), offset, length) as body:
+                parts.append(store.upload_part(BUCKET, key, upload_id, number, body))
+        assert [p.size for p in parts] == [5 * MIB, 5 * MIB, 77]
+        store.complete(BUCKET, key, upload_id, [p.etag for p in parts])
+    except BaseException:
+        store.abort(BUCKET, key, upload_id)
+        raise
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
+    assert proxy.events == [
+        FaultEvent("UploadPart", 1, SLOW_DOWN),
+        FaultEvent("UploadPart", 3, RESET),
+    ]
+    assert proxy.counts["UploadPart"] == 5
     s3.delete_object(Bucket=BUCKET, Key=key)
 
 

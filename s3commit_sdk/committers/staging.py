@@ -25,6 +25,7 @@ from ..options import part_size_for
 from ..protocol import OutputSink, TaskAttemptContext, WrittenFile
 from ..request_options import CONTENT_TYPES
 from ..store import PartInfo
+from ..store.file_range import FileRange
 from .conflict import PartitionConflict
 from .s3_job import S3Committer
 
@@ -183,18 +184,18 @@ class DirectoryStagingCommitter(S3Committer):
         )
 
     def _send_parts(self, pool, root: str, written: WrittenFile, commit: PendingUpload):
-        """Queue the file's parts; memory is one part per upload thread."""
+        """Queue the file's parts, each sent from its range of the file (:class:`FileRange`):
+        no part is held in memory."""
         path = local_path(root, written.relpath)
         part_size = part_size_for(commit.length, self.job.options.multipart_size)
         offsets = range(0, commit.length, part_size) if commit.length else [0]
 
         def send(number: int, offset: int) -> PartInfo:
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                body = handle.read(part_size)
-            return self.store.upload_part(
-                commit.bucket, commit.destinationKey, commit.uploadId, number, body
-            )
+            size = min(part_size, commit.length - offset)
+            with FileRange(path, offset, size) as body:
+                return self.store.upload_part(
+                    commit.bucket, commit.destinationKey, commit.uploadId, number, body
+                )
 
         return [pool.submit(send, i + 1, off) for i, off in enumerate(offsets)]
 

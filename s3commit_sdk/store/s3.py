@@ -25,12 +25,13 @@ import botocore.exceptions
 import botocore.loaders
 import botocore.session
 
-from ..checksums import checksum, field_name
+from ..checksums import checksum, checksum_of, field_name
 from ..credentials import AccessKeys, CredentialsProvider, provider_session, with_provider
 from ..errors import AccessDeniedError, StoreError
 from ..iam import permission_of
 from ..redaction import hold_secrets
 from ..request_options import RequestOptions
+from .file_range import FileRange
 
 BATCH_DELETE_LIMIT = 1000
 #: up to this many keys a delete is confirmed by one HEAD per key, beyond by listing their range
@@ -589,12 +590,21 @@ class S3Store:
         return reply["UploadId"]
 
     def upload_part(
-        self, bucket: str, key: str, upload_id: str, number: int, body: bytes | bytearray
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: bytes | bytearray | FileRange,
     ) -> PartInfo:
-        """Upload one part; with ``checksum.algorithm`` it carries the checksum of ``body``,
-        which the server checks against what arrived, and which the completion repeats."""
+        """Upload one part, in memory or a range of a local file; with ``checksum.algorithm``
+        it carries the checksum of ``body``, which the server checks against what arrived,
+        and which the completion repeats."""
         algorithm = self.settings.requests.checksum_algorithm
-        sent = checksum(algorithm, body) if algorithm else None
+        sent = None
+        if algorithm:
+            chunks = body.chunks() if isinstance(body, FileRange) else [body]
+            sent = checksum_of(algorithm, chunks)
         reply = self._call(
             f"uploading part {number} of {key!r}",
             bucket,
