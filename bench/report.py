@@ -24,6 +24,9 @@ ZERO_RENAME = ("directory", "partitioned", "magic")
 #: requests every job makes once, and every task once (docs/reference/requests.md)
 JOB_REQUESTS = 11
 TASK_REQUESTS = 2
+#: an append (the end-to-end writes' mode) first reads the destination's schema: a GET of
+#: _SUCCESS and, where none records it (an empty destination), one listing for a file
+APPEND_SCHEMA_CHECK = 2
 #: the job commit's default thread count (option ``threads``)
 COMMIT_THREADS = 32
 
@@ -259,15 +262,17 @@ def _requests_and_copies(run: Run, kind: str) -> Found:
         notes = record.notes
         counts, files, tasks = notes["requests"], notes["files"], notes["tasks"]
         checks = verification_requests(notes)
-        fixed = JOB_REQUESTS + TASK_REQUESTS * tasks + checks
+        fixed = JOB_REQUESTS + APPEND_SCHEMA_CHECK + TASK_REQUESTS * tasks + checks
         per_file = (sum(counts.values()) - counts.get("UploadPart", 0) - fixed) / files
-        checked = f", {checks} of them checking completions" if checks else ""
+        checked = f", {checks} checking completions" if checks else ""
         found.append(
             (
                 notes["copied_bytes"] == 0 and per_file <= 2,
                 f"{record.labels['writer']}: {notes['copied_bytes']} B copied, "
                 f"{per_file:.2f} + parts per file ({sum(counts.values())} requests for {files} "
-                f"files, {tasks} tasks; per job and task {fixed}{checked})",
+                f"files, {tasks} tasks; per job and task {fixed}: {JOB_REQUESTS} per job, "
+                f"{APPEND_SCHEMA_CHECK} for the append's schema check, {TASK_REQUESTS} per "
+                f"task{checked})",
             )
         )
     return found
