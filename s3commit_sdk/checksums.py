@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 from .errors import InvalidOptionError
 
+#: bytes a checksum is taken of, whole or one piece of several
 Chunk = bytes | bytearray | memoryview
 
 #: bytes of each algorithm's digest
@@ -33,12 +34,12 @@ def field_name(algorithm: str) -> str:
     return f"Checksum{algorithm}"
 
 
-def checksum(algorithm: str, data: bytes | bytearray | memoryview) -> str:
+def checksum(algorithm: str, data: Chunk) -> str:
     """The base64 checksum of ``data``, as S3 writes it."""
     return checksum_of(algorithm, [data])
 
 
-def checksum_of(algorithm: str, chunks: Iterable[bytes | bytearray | memoryview]) -> str:
+def checksum_of(algorithm: str, chunks: Iterable[Chunk]) -> str:
     """The base64 checksum of the concatenated ``chunks``: a part read from a file piece by
     piece is never held whole to be checksummed."""
     running = _running(algorithm)

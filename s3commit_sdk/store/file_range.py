@@ -46,7 +46,7 @@ class FileRange:
         size = left if size is None or size < 0 else min(size, left)
         if size <= 0:
             return b""
-        data = os.pread(self._fd, size, self._offset + self._position)
+        data = self._pread(self._position, size)
         self._position += len(data)
         return data
 
@@ -54,8 +54,11 @@ class FileRange:
         """The whole range, from its start, :data:`CHUNK` bytes at a time; the position is
         left where it was."""
         for start in range(0, self._length, CHUNK):
-            size = min(CHUNK, self._length - start)
-            yield os.pread(self._fd, size, self._offset + start)
+            yield self._pread(start, min(CHUNK, self._length - start))
+
+    def _pread(self, start: int, size: int) -> bytes:
+        """``size`` bytes from ``start`` in the range, leaving the position alone."""
+        return os.pread(self._fd, size, self._offset + start)
 
     def close(self) -> None:
         if self._fd >= 0:
