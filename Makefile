@@ -14,7 +14,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: system-deps-demo system-deps system-deps-bench setup demo test test-fast faults lint \
+.PHONY: system-deps-demo system-deps system-deps-bench setup demo test test-all test-fast faults lint \
 	format clean bench bench-quick bench-commit docs wheel explore
 
 # ---- system packages -----------------------------------------------------------------------
@@ -117,10 +117,19 @@ setup: system-deps-demo $(DEMO)
 demo: setup
 	$(PY) -m s3commit_sdk.demo
 
+SUITE := $(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --durations=30 \
+	--nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
+# The suite CI runs: every test but those marked `long` (minutes each), on moto; on Ceph RGW
+# the in-process tests with their first parameter set (tests/rgw_matrix.py).
 test: system-deps $(DEMO) $(DEV) $(DOCS)
-	@echo "make test: the whole suite, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 55 minutes on 2 cores (make test-fast: about 2)"
-	$(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --durations=30 \
-		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
+	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 50 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
+	$(SUITE) -m "not long"
+
+# make test and the tests marked `long`: Spark clusters and streams killed and restarted, the
+# interrupt sweep at every request of job commit, the fault-schedule explorer.
+test-all: system-deps $(DEMO) $(DEV) $(DOCS)
+	$(SUITE)
 
 # The in-process tests on moto, under 2 minutes: no Spark, cluster, browser, notebook or RGW, and
 # not the fault suite (its killed drivers and retry storms take minutes: `make faults`).
@@ -130,7 +139,7 @@ test-fast: setup $(DEV)
 		-m "$(FAST) and not fault"
 
 # The correctness suite under injected faults (tests marked `fault`), printed as a matrix; it
-# also runs in `make test`.
+# also runs in `make test` (but for its long tests) and `make test-all`.
 faults: system-deps $(DEMO) $(DEV)
 	PYTHONPATH=tests $(PY) -m pytest -q -p no:cacheprovider -p faults_matrix -m fault tests
 
@@ -169,8 +178,9 @@ clean:
 bench: system-deps-bench $(DEMO) $(BENCH)
 	$(PY) -m bench.run --full --report-dir bench/reports
 
+# ENDPOINTS=rgw (or moto) runs it on one server (CI: rgw, the reference).
 bench-quick: system-deps-bench $(DEMO) $(BENCH)
-	$(PY) -m bench.run --quick
+	$(PY) -m bench.run --quick $(if $(ENDPOINTS),--endpoints $(ENDPOINTS))
 
 bench-commit: setup $(BENCH)
 	$(PY) -m bench.commit_compare

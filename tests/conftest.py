@@ -3,9 +3,11 @@
 Every test that talks to S3 runs twice, against moto (a mock, quick) and against a one-node Ceph
 RGW (a production S3 server), through the ``s3_server`` fixture's two parameters. Choose with
 ``S3COMMIT_TEST_ENDPOINTS=moto`` (or ``rgw``, or ``moto,rgw``: the default); the RGW runs carry
-the ``rgw`` marker, tests taking the ``spark`` fixture the ``spark`` marker. Every test that
-writes gets its own destination prefix (``dest``); after the test the fixture asserts that no
-multipart upload is left pending under that prefix.
+the ``rgw`` marker, tests taking the ``spark`` fixture the ``spark`` marker. On RGW a test's
+parameter matrix is cut to its first parameter set, and Spark's, the notebooks' and the browser's
+tests run on moto only (``rgw_matrix.py``), unless ``S3COMMIT_TEST_RGW_MATRIX=full``.
+Every test that writes gets its own destination prefix (``dest``); after the test the fixture
+asserts that no multipart upload is left pending under that prefix.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ import pytest
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# every Spark JVM of the suite (here, in children, in notebooks' kernels) reads these defaults
+os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark-conf")
+
+from rgw_matrix import select_rgw_matrix
 
 from s3commit_sdk.testing.rgw import RGWServer
 from s3commit_sdk.testing.sandbox import S3Sandbox, local_spark
@@ -43,11 +49,13 @@ def s3_server(request):
         yield server
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that takes the session's Spark is marked ``spark`` (``-m "not spark"``)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that takes the session's Spark is marked ``spark`` (``-m "not spark"``); on
+    RGW each test's parameter matrix is cut to one set (``rgw_matrix``)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+    select_rgw_matrix(config, items, os.environ.get("S3COMMIT_TEST_RGW_MATRIX", "first"))
 
 
 def differs_on(s3_server, kind: str, why: str) -> bool:

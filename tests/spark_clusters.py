@@ -124,6 +124,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def suite_java_options() -> str:
+    """The JVM options the suite's Spark defaults give drivers and executors (for the
+    standalone daemons, which read no spark-defaults)."""
+    defaults = Path(__file__).parent / "spark-conf" / "spark-defaults.conf"
+    for line in defaults.read_text().splitlines():
+        if line.startswith("spark.driver.extraJavaOptions"):
+            return line.split(None, 1)[1].strip()
+    raise AssertionError(f"{defaults} sets no spark.driver.extraJavaOptions")
+
+
+SUITE_JAVA_OPTS = suite_java_options()
+
+
 def spark_env(**extra: str) -> dict[str, str]:
     """This process's environment (AWS_* of the moto server included), bound to loopback."""
     env = dict(os.environ)

@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 import pytest
 from conftest import BUCKET, list_keys, pending_uploads, visible_keys
 from spark_clusters import (
+    SUITE_JAVA_OPTS,
     DriverProcess,
     StandaloneCluster,
     group,
@@ -34,14 +35,10 @@ from spark_clusters import (
     partition_ranges,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.fault]
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.fault, pytest.mark.long]
 
 ROWS_PER_TASK = 1000  # of ~2 KB each
-# Short-lived JVMs on a small machine start faster with the C1 compiler only and serial GC.
-JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-COMMON_CONF = {
-    "spark.driver.extraJavaOptions": JAVA_OPTS,
-    "spark.executor.extraJavaOptions": JAVA_OPTS,
+COMMON_CONF = {  # the driver's and executors' JVM options: tests/spark-conf
     "spark.task.maxFailures": "4",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
     "spark.sql.shuffle.partitions": "4",
@@ -85,7 +82,7 @@ class Clusters:
             master, conf = "local-cluster[2,1,1024]", COMMON_CONF
         else:
             hosts = ("127.0.0.2", "127.0.0.3")
-            self.standalone = StandaloneCluster(work, hosts, JAVA_OPTS).start()
+            self.standalone = StandaloneCluster(work, hosts, SUITE_JAVA_OPTS).start()
             master, conf = self.standalone.url, SPECULATION_CONF
         self.drivers[name] = DriverProcess(master, conf, executors=2, log=work / "driver.log")
 

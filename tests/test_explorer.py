@@ -33,6 +33,7 @@ def violations(exc: BaseException) -> list[str]:
 
 # the fixed-seed budget takes minutes; a longer run as long as it takes
 @pytest.mark.timeout(0 if os.environ.get(EXAMPLES_ENV) else 900)
+@pytest.mark.long
 def test_fault_schedules_keep_the_correctness_properties(s3_server, running_proxy):
     stats = Stats(server=s3_server.kind)
     machine = machine_for(s3_server, running_proxy, BUCKET, stats)

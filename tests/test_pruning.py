@@ -267,17 +267,9 @@ def native(spark, s3_server):
     return Native(spark, s3_server)
 
 
-#: the cases also run on RGW; the others on moto only: the server only lists the directories,
-#: what is kept is Spark's semantics of the type
-ON_EVERY_SERVER = ("double", "string", "date")
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_pruning_keeps_what_spark_keeps(native, s3_server, s3, dest, case):
     from conftest import BUCKET
-
-    if s3_server.kind != "moto" and case.name not in ON_EVERY_SERVER:
-        pytest.skip(f"{case.name}: type semantics, checked on moto; {ON_EVERY_SERVER} run here")
 
     owners = put_directories(s3, BUCKET, dest.prefix, case.raws)
     schema = f"id long, p {case.type}" if case.type else None
