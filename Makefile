@@ -126,8 +126,8 @@ test: system-deps $(DEMO) $(DEV) $(DOCS)
 	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 50 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
 	$(SUITE) -m "not long"
 
-# make test and the tests marked `long`: Spark clusters and streams killed and restarted, the
-# interrupt sweep at every request of job commit, the fault-schedule explorer.
+# make test and the tests marked `long`: Spark workers, executors and streams killed and
+# restarted, the interrupt sweep at every request of job commit, the fault-schedule explorer.
 test-all: system-deps $(DEMO) $(DEV) $(DOCS)
 	$(SUITE)
 

@@ -35,7 +35,7 @@ from spark_clusters import (
     partition_ranges,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.fault, pytest.mark.long]
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.fault]
 
 ROWS_PER_TASK = 1000  # of ~2 KB each
 COMMON_CONF = {  # the driver's and executors' JVM options: tests/spark-conf
@@ -232,6 +232,7 @@ def assert_buffer_empty(tmp_path: Path) -> None:
 
 
 # -- local-cluster: a dead Python worker, a killed executor -------------------------------------
+@pytest.mark.long
 @pytest.mark.parametrize("committer", ["directory", "magic"])
 def test_python_worker_exit_mid_write_then_retry(
     local_cluster, s3, s3_server, dest, tmp_path, committer
@@ -255,6 +256,7 @@ def test_python_worker_exit_mid_write_then_retry(
     assert_buffer_empty(tmp_path)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("committer", ["directory", "magic"])
 def test_executor_jvm_killed_mid_task_reruns_elsewhere(
     local_cluster, s3, s3_server, dest, tmp_path, committer
