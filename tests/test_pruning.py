@@ -297,6 +297,7 @@ def test_a_filter_matching_no_partition_reads_no_rows(native, s3, dest):
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a Connect server of its own: over a minute on 2 cores
 def test_pruning_on_spark_connect(s3_server, s3, tmp_path):
     from conftest import BUCKET, run_connect_child
 
