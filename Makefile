@@ -123,7 +123,7 @@ SUITE := $(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --du
 # The suite CI runs: every test but those marked `long` (minutes each), on moto; on Ceph RGW
 # the in-process tests with their first parameter set (tests/rgw_matrix.py).
 test: system-deps $(DEMO) $(DEV) $(DOCS)
-	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 50 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
+	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 60 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
 	$(SUITE) -m "not long"
 
 # make test and the tests marked `long`: Spark workers, executors and streams killed and

@@ -84,7 +84,7 @@ def test_each_target_installs_what_it_needs(tmp_path, target, extras, packages):
 def test_make_demo_runs_the_demo_and_the_suite_says_how_long_it_takes(tmp_path):
     assert "-m s3commit_sdk.demo" in dry_run("demo", tmp_path / "venv")
     test = dry_run("test", tmp_path / "venv")
-    assert "about 50 minutes on 2 cores" in test and "make test-all: about 2 hours" in test
+    assert "about 60 minutes on 2 cores" in test and "make test-all: about 2 hours" in test
     assert '-m "not long"' in test and "not long" not in dry_run("test-all", tmp_path / "venv")
 
 
