@@ -51,7 +51,8 @@ def collect(tmp_path: Path, mode: str) -> tuple[list[str], str, int]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_suite.py").write_text(TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    rgw\n    spark\n")
-    env = {**os.environ, "MODE": mode, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # the child's own run
+    env |= {"MODE": mode, "PYTHONPATH": str(Path(__file__).parent)}
     child = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=tmp_path,
