@@ -2,7 +2,8 @@
 #
 # Each target installs only what it needs, once (a stamp per set of extras in the venv):
 #   make demo / setup   Java 17+ and the venv with the spark, notebook, testing, delta, iceberg extras
-#   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), PostgreSQL, the dev extra
+#   make test           adds chromium, Ceph's radosgw (+ ceph-mon, ceph-osd), PostgreSQL, the dev,
+#                       docs and bench extras (the suite builds the docs and tests the benchmarks' code)
 #   make lint           the dev extra (ruff) only
 #   make bench          adds Ceph's radosgw and the bench extra
 # System packages come from apt-get when there is one; elsewhere make names them and stops.
@@ -122,13 +123,13 @@ SUITE := $(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --du
 
 # The suite CI runs: every test but those marked `long` (minutes each), on moto; on Ceph RGW
 # the in-process tests with their first parameter set (tests/rgw_matrix.py).
-test: system-deps $(DEMO) $(DEV) $(DOCS)
+test: system-deps $(DEMO) $(DEV) $(DOCS) $(BENCH)
 	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 60 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
 	$(SUITE) -m "not long"
 
 # make test and the tests marked `long`: Spark workers, executors and streams killed and
 # restarted, the interrupt sweep at every request of job commit, the fault-schedule explorer.
-test-all: system-deps $(DEMO) $(DEV) $(DOCS)
+test-all: system-deps $(DEMO) $(DEV) $(DOCS) $(BENCH)
 	$(SUITE)
 
 # The in-process tests on moto, under 2 minutes: no Spark, cluster, browser, notebook or RGW, and

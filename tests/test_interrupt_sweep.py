@@ -231,6 +231,7 @@ def test_sigint_at_every_request_of_job_commit(s3, s3_server, proxy, dest, commi
     assert sweep.outcomes["0"] == "old" and sweep.outcomes["done"] == "new"
 
 
+@pytest.mark.spark  # a Spark driver in a child: on moto only (tests/rgw_matrix.py)
 def test_sigint_during_a_spark_magic_commit(s3, s3_server, proxy, dest, tmp_path):
     """Classic Spark: the interrupt lands while the second completion is held."""
     options = {"threads": 1, "buffer.dir": str(tmp_path / "buffer")}

@@ -68,7 +68,7 @@ def apt_packages(plan: str) -> set[str]:
     [
         ("setup", DEMO_EXTRAS, JAVA),
         ("demo", DEMO_EXTRAS, JAVA),
-        ("test", DEMO_EXTRAS | {"dev", "docs"}, JAVA | CHROMIUM | CEPH | POSTGRES),
+        ("test", DEMO_EXTRAS | {"dev", "docs", "bench"}, JAVA | CHROMIUM | CEPH | POSTGRES),
         ("test-fast", DEMO_EXTRAS | {"dev"}, JAVA),
         ("lint", {"dev"}, set()),
         ("docs", DEMO_EXTRAS | {"docs"}, set()),
@@ -94,13 +94,15 @@ def test_the_suite_on_moto_without_the_browser_needs_only_java_and_postgresql(tm
     assert apt_packages(plan) == JAVA | POSTGRES
 
 
-def test_make_test_after_make_setup_installs_only_the_dev_and_docs_extras(tmp_path):
+def test_make_test_after_make_setup_installs_the_dev_docs_and_bench_extras(tmp_path):
+    """The suite builds the docs site and runs the benchmarks' code (its charts need
+    matplotlib): a fresh clone's `make test` installs those extras, as CI's does."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()
     (venv / ".extras-demo").touch()  # what `make setup` leaves, newer than pyproject.toml
     plan = dry_run("test", venv)
-    assert extras_installed(plan) == {"dev", "docs"}
+    assert extras_installed(plan) == {"dev", "docs", "bench"}
     assert "-m venv" not in plan
 
 

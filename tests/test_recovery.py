@@ -26,7 +26,7 @@ from s3commit_sdk import CommitError
 from s3commit_sdk.cli import main as cli
 from s3commit_sdk.errors import StoreError
 from s3commit_sdk.recovery import abort, recover
-from s3commit_sdk.testing.faultproxy import delay, ignore_deletes
+from s3commit_sdk.testing.faultproxy import delay, hold, ignore_deletes
 
 pytestmark = pytest.mark.fault
 
@@ -290,7 +290,7 @@ def test_recover_completes_in_parallel(crashed, proxy, s3, dest):
     could never have a second one sent before the first was answered."""
     before, files = crashed[2], len(journal_commits(s3, dest))
     assert files >= 4
-    proxy.set_rules([delay(10_000, "CompleteMultipartUpload", occurrences=[1, 2, 3, 4])])
+    proxy.set_rules([hold("CompleteMultipartUpload", occurrences=[1, 2, 3, 4])])
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(recover, dest.url, {"endpoint": proxy.endpoint, "threads": 4})
         deadline = time.monotonic() + 60
@@ -299,6 +299,7 @@ def test_recover_completes_in_parallel(crashed, proxy, s3, dest):
             assert time.monotonic() < deadline, "fewer than 4 completions ever in flight"
             time.sleep(0.02)
         assert state(s3, dest.prefix) == before  # all four held: none has landed yet
+        proxy.release()
         report = running.result(timeout=120)
     assert len(report.completed) == files and report.already_visible == []
     assert pending_uploads(s3, dest.dir) == []

@@ -52,6 +52,7 @@ def collect(tmp_path: Path, mode: str) -> tuple[list[str], str, int]:
     (tmp_path / "test_suite.py").write_text(TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    rgw\n    spark\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # the child's own run
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # its conftest alone: no nbval, playwright...
     env |= {"MODE": mode, "PYTHONPATH": str(Path(__file__).parent)}
     child = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],

@@ -129,8 +129,6 @@ def test_a_throttling_storm_during_a_stream_changes_nothing(s3_server, s3, dest,
     """Every request of the query's tasks and commits may answer 503 SlowDown (retried by the
     SDK's policy): the stream ends with every row once and nothing pending. On moto (RGW
     runs the same storm through write_committed(stream=...) in test_streaming_batches)."""
-    if s3_server.kind == "rgw":
-        pytest.skip("moto only (CI time); RGW: test_streaming_batches' storm")
     rows = source_files(tmp_path / "source")
     with FaultProxy(s3_server.endpoint, [slow_down(probability=0.2)], seed=11) as proxy:
         run_stream(stream_spec(s3_server, dest, tmp_path, endpoint=proxy.endpoint))
@@ -141,12 +139,12 @@ def test_a_throttling_storm_during_a_stream_changes_nothing(s3_server, s3, dest,
 
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.long
 def test_a_table_stream_killed_after_its_table_commit(s3_server, s3, dest, tmp_path, fmt):
     """Killed after batch 1's table commit and before its record: the restart's replay finds
     the batch in the table (Delta: its app transaction; Iceberg: its job id in a snapshot) and
-    commits nothing twice. On moto (RGW: test_streaming_batches' table tests)."""
-    if s3_server.kind == "rgw":
-        pytest.skip("moto only (CI time); RGW: test_streaming_batches' table tests")
+    commits nothing twice. A killed and restarted query, so ``long``: CI's ``make test`` has
+    the same replay in test_streaming_batches' table tests (a Python driver killed)."""
     rows = source_files(tmp_path / "source")
     options = {"threads": "1"}
     if fmt == "iceberg":
@@ -176,8 +174,6 @@ def test_a_failed_batch_is_aborted_then_the_restart_commits_it_once(s3_server, s
     """A task of batch 1 fails (a UDF raising on one row): Spark aborts the batch, whose
     uploads the abort finds by the batch's job id, and the query stops. Nothing of batch 1 is
     visible or pending. Fixed and restarted, the query commits batch 1 once."""
-    if s3_server.kind == "rgw":
-        pytest.skip("moto only (CI time)")
     rows = source_files(tmp_path / "source")
     flag = tmp_path / "poison"
     flag.touch()
@@ -196,8 +192,6 @@ def test_a_failed_batch_is_aborted_then_the_restart_commits_it_once(s3_server, s
 
 @pytest.mark.parametrize("fmt", ["csv"])  # ORC and JSON: test_streaming_batches (same sink)
 def test_every_file_format_streams(s3_server, dest, tmp_path, fmt):
-    if s3_server.kind == "rgw":
-        pytest.skip("moto only (CI time): the formats share the sink's commit")
     rows = source_files(tmp_path / "source")
     run_stream(stream_spec(s3_server, dest, tmp_path, format=fmt))
     found = sdk_table(dest.url, {"format": fmt})  # CSV has no header: Spark's names _c0, _c1
