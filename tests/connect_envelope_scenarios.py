@@ -1,17 +1,20 @@
 """Typed errors across Spark Connect, run in a process of its own by tests/test_error_envelope.py.
 
-A Connect session cannot share a process with the test session's classic one: this script
-(``python connect_envelope_scenarios.py '{"base": ..., "out": ...}'``) starts a local Connect
-server, makes a task, the data source's task and the data source's commit fail with typed
-errors, and writes what ``errors.from_spark`` restored from each exception Spark raised, as
-JSON. The S3 endpoint comes from the environment, as for any boto3 client.
+A Connect session cannot share a process with the test session's classic one, and each Connect
+server costs a JVM start: this script (``python connect_envelope_scenarios.py '{"base": ...,
+"out": ..., "buffer": ...}'``) starts one local Connect server and fails every write of the
+Connect error tests on it: a task, the data source's task and the data source's commit raising
+typed errors, a UDF raising ``ValueError("bad row 7")``, and a ``buffer.dir`` that is a file,
+through ``write_committed`` and the data source. It writes, as JSON, what each raised and what
+``errors.from_spark`` restored from it. The S3 endpoint comes from the environment, as for any
+boto3 client.
 """
 
 from __future__ import annotations
 
 import json
 
-FIELDS = ("destination", "job_id", "visible", "remedy")
+FIELDS = ("destination", "job_id", "visible", "remedy", "option")
 
 
 def main(spec: dict) -> dict:
@@ -94,6 +97,23 @@ def main(spec: dict) -> dict:
 
     grabbing = days().withColumn("id", F.udf(grab_marker, LongType())("id"))
     outcome("ds-commit", lambda: save(grabbing, f"{base}/ds-commit", committer="directory"))
+
+    def check_row(x):
+        if x == 7:
+            raise ValueError(f"bad row {x}")
+        return x
+
+    failing = spark.range(0, 20, numPartitions=2).withColumn("id", F.udf(check_row, "long")("id"))
+    outcome("cause", lambda: write_committed(failing, f"{base}/cause", progress=False))
+
+    buffer = {"buffer.dir": spec["buffer"]}  # a file: no file can be staged in it
+    outcome(
+        "buffer-wc",
+        lambda: write_committed(
+            days(6), f"{base}/buffer-wc", partition_by=["day"], options=buffer, progress=False
+        ),
+    )
+    outcome("buffer-ds", lambda: save(days(6), f"{base}/buffer-ds", partition_by="day", **buffer))
     spark.stop()
     return outcomes
 

@@ -171,12 +171,18 @@ def test_a_failed_data_source_commit_comes_back_typed(spark, s3_server, s3, dest
 @pytest.fixture(scope="module")
 def connect_outcomes(s3_server, s3, tmp_path_factory):
     """What ``from_spark`` restored in each scenario of a child process with its own Connect
-    server."""
+    server (one server for every Connect error test: each costs a JVM start)."""
     prefix = f"t/envelope-connect-{s3_server.kind}-{uuid.uuid4().hex[:8]}"
     for name in ("wc-conflict", "ds-conflict"):
         s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}/{EXISTING}", Body=b"x")
     work = tmp_path_factory.mktemp("envelope-connect")
-    spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(work / "outcomes.json")}
+    a_file = work / "a-file"
+    a_file.write_text("x")
+    spec = {
+        "base": f"s3://{BUCKET}/{prefix}",
+        "out": str(work / "outcomes.json"),
+        "buffer": str(a_file),
+    }
     script = Path(__file__).with_name("connect_envelope_scenarios.py")
     yield prefix, run_connect_child(script, spec, s3_server, work, timeout=600)
     s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/ds-commit/__s3commit/COMMIT_IN_PROGRESS")
@@ -208,3 +214,30 @@ def test_typed_errors_keep_their_fields_across_spark_connect(connect_outcomes, s
     assert commit["type"] == "ConcurrentCommitError" and "other-job" in commit["message"]
     assert (commit["destination"], commit["visible"]) == (f"{url}/ds-commit", "nothing")
     assert commit["remedy"] == f"s3commit recover {url}/ds-commit" and commit["job_id"]
+
+
+@pytest.mark.cluster
+@pytest.mark.spark
+def test_a_spark_connect_task_failure_names_the_exception_as_its_cause(connect_outcomes, s3):
+    """The cause is the exception line of the worker's traceback, not its last source line."""
+    prefix, outcomes = connect_outcomes
+    outcome = outcomes["cause"]
+    assert outcome["type"] == "TaskFailedError", outcome
+    assert "Cause: ValueError: bad row 7." in outcome["message"], outcome["message"]
+    assert "raise ValueError" not in outcome["message"]
+    assert outcome["visible"] == "nothing"
+    assert list_keys(s3, f"{prefix}/cause/") == []
+
+
+@pytest.mark.cluster
+@pytest.mark.spark
+def test_a_bad_buffer_dir_on_connect(connect_outcomes, s3):
+    """The data source's writer runs on the Connect server, Spark's driver: it refuses the
+    option there. ``write_committed``'s client is not the tasks' host: the tasks refuse it,
+    with the same typed error. Nothing is written either way (a listing says so)."""
+    prefix, outcomes = connect_outcomes
+    for name in ("buffer-ds", "buffer-wc"):  # the tasks' typed error, restored on the client
+        refused = outcomes[name]
+        assert (refused["type"], refused["option"]) == ("InvalidOptionError", "buffer.dir")
+        assert "not a directory" in refused["message"], refused
+        assert list_keys(s3, f"{prefix}/{name}/") == []

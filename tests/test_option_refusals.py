@@ -1,18 +1,18 @@
 """Options a write cannot use are refused with ``InvalidOptionError`` before anything is
 uploaded: a ``buffer.dir`` no file can be staged in, a blank value, an option the chosen
 committer ignores. Through ``write_committed`` (pandas, classic Spark), the data source
-(``df.write.format("s3commit")``) and, once each, Spark Connect.
+(``df.write.format("s3commit")``); on Spark Connect in test_error_envelope (one Connect
+server for the error tests).
 """
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, run_connect_child
+from conftest import list_keys, pending_uploads
 from test_datasource import Native
 
 from s3commit_sdk import InvalidArgumentError, register, write_committed
@@ -214,32 +214,6 @@ def test_every_refused_option_is_named_in_the_option_field():
     with pytest.raises(InvalidOptionError) as refused:
         job("manifest", {"algorithm.version": 2, "success.json": True})
     assert refused.value.option == "algorithm.version, success.json"
-
-
-# -- Spark Connect -------------------------------------------------------------------------------
-@pytest.mark.cluster
-@pytest.mark.spark
-def test_a_bad_buffer_dir_on_connect(s3_server, s3, tmp_path):
-    """The data source's writer runs on the Connect server, Spark's driver: it refuses the
-    option there. ``write_committed``'s client is not the tasks' host: the tasks refuse it,
-    with the same typed error. Nothing is written either way (a listing says so)."""
-    a_file = tmp_path / "a-file"
-    a_file.write_text("x")
-    prefix = f"t/connect-options-{uuid.uuid4().hex[:8]}"
-    spec = {
-        "base": f"s3://{BUCKET}/{prefix}",
-        "out": str(tmp_path / "out.json"),
-        "buffer": str(a_file),
-    }
-    script = Path(__file__).with_name("connect_option_scenarios.py")
-    results = run_connect_child(script, spec, s3_server, tmp_path, timeout=600)
-    source = results["ds"]
-    assert (source["type"], source["option"]) == ("InvalidOptionError", "buffer.dir"), source
-    assert "not a directory" in source["message"]
-    tasks = results["wc"]  # the task's typed error, restored on the client
-    assert (tasks["type"], tasks["option"]) == ("InvalidOptionError", "buffer.dir"), tasks
-    assert "not a directory" in tasks["message"]
-    assert list_keys(s3, prefix + "/") == [] and pending_uploads(s3, prefix + "/") == []
 
 
 @pytest.mark.parametrize("mode", ["replace", "fail"])

@@ -125,16 +125,20 @@ def _query(work: Path) -> str:
     return json.loads((work / "checkpoint" / "metadata").read_text())["id"]
 
 
-def test_a_throttling_storm_during_a_stream_changes_nothing(s3_server, s3, dest, tmp_path):
+def test_a_throttling_storm_during_a_csv_stream_changes_nothing(s3_server, s3, dest, tmp_path):
     """Every request of the query's tasks and commits may answer 503 SlowDown (retried by the
-    SDK's policy): the stream ends with every row once and nothing pending. On moto (RGW
+    SDK's policy): the stream ends with every row once and nothing pending. In CSV, so one
+    Spark run also streams a format other than Parquet (the formats share the sink's commit:
+    ORC and JSON in test_streaming_batches, Parquet in the other tests here). On moto (RGW
     runs the same storm through write_committed(stream=...) in test_streaming_batches)."""
     rows = source_files(tmp_path / "source")
+    spec = stream_spec(s3_server, dest, tmp_path, format="csv")
     with FaultProxy(s3_server.endpoint, [slow_down(probability=0.2)], seed=11) as proxy:
-        run_stream(stream_spec(s3_server, dest, tmp_path, endpoint=proxy.endpoint))
+        run_stream(spec | {"endpoint": proxy.endpoint})
         throttled = sum(e.action == "slowdown" for e in proxy.events)
     assert throttled > 10
-    assert read_back(s3_server, dest.prefix) == rows_of(rows)
+    found = sdk_table(dest.url, {"format": "csv"})  # CSV has no header: Spark's names _c0, _c1
+    assert rows_of(found.rename_columns(["id", "amount", "day"])) == rows_of(rows)
     assert [r.batch_id for r in stream_batches(dest.url, _query(tmp_path))] == list(range(FILES))
 
 
@@ -188,12 +192,3 @@ def test_a_failed_batch_is_aborted_then_the_restart_commits_it_once(s3_server, s
     run_stream(spec)
     assert read_back(s3_server, dest.prefix) == rows_of(rows)
     assert [r.batch_id for r in stream_batches(dest.url, _query(tmp_path))] == list(range(FILES))
-
-
-@pytest.mark.parametrize("fmt", ["csv"])  # ORC and JSON: test_streaming_batches (same sink)
-def test_every_file_format_streams(s3_server, dest, tmp_path, fmt):
-    rows = source_files(tmp_path / "source")
-    run_stream(stream_spec(s3_server, dest, tmp_path, format=fmt))
-    found = sdk_table(dest.url, {"format": fmt})  # CSV has no header: Spark's names _c0, _c1
-    assert rows_of(found.rename_columns(["id", "amount", "day"])) == rows_of(rows)
-    assert len(stream_batches(dest.url, _query(tmp_path))) == FILES

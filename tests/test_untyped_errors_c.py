@@ -5,18 +5,17 @@
 - ``s3commit`` prints what comes from the store (``_SUCCESS`` fields, keys) with its control
   characters escaped: a crafted ``_SUCCESS`` cannot drive the terminal;
 - a Spark task failure's cause is the exception line of the worker's traceback
-  (``ValueError: bad row 7``), not its last source line (``raise ValueError(...)``).
+  (``ValueError: bad row 7``), not its last source line (``raise ValueError(...)``); on Spark
+  Connect in test_error_envelope.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
-from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BUCKET, list_keys, pending_uploads, run_connect_child
+from conftest import BUCKET, list_keys, pending_uploads
 
 from s3commit_sdk import TaskFailedError, write_committed
 from s3commit_sdk.cli import main as cli
@@ -133,17 +132,3 @@ def test_a_spark_task_failure_names_the_exception_as_its_cause(spark, s3, dest):
     assert "Cause: ValueError: bad row 7." in message, message
     assert "raise ValueError" not in message
     assert failed.value.visible == "nothing" and list_keys(s3, dest.dir) == []
-
-
-@pytest.mark.cluster
-@pytest.mark.spark
-def test_a_spark_connect_task_failure_names_the_exception_as_its_cause(s3_server, s3, tmp_path):
-    prefix = f"t/cause-connect-{s3_server.kind}-{uuid.uuid4().hex[:8]}"
-    spec = {"base": f"s3://{BUCKET}/{prefix}", "out": str(tmp_path / "outcome.json")}
-    script = Path(__file__).with_name("connect_cause_scenarios.py")
-    outcome = run_connect_child(script, spec, s3_server, tmp_path, timeout=600)
-    assert outcome["type"] == "TaskFailedError", outcome
-    assert "Cause: ValueError: bad row 7." in outcome["message"], outcome["message"]
-    assert "raise ValueError" not in outcome["message"]
-    assert outcome["visible"] == "nothing"
-    assert list_keys(s3, prefix + "/") == [] and pending_uploads(s3, prefix + "/") == []
