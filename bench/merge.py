@@ -5,6 +5,7 @@ A full ``make bench`` takes longer than one sitting (job commit at 100,000 files
 ``--endpoints``, and the parts merged. A later part's records of a scenario on an endpoint
 replace an earlier part's (a rerun after a fix); every part's start, code commit, cases and
 time are kept, and the report lists them, so what was measured with which code stays visible.
+A merged report can be a part: a later rerun merges into it, and its own parts stay listed.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def merged(parts: list[Run]) -> Run:
             case: error for case, error in whole.failures.items() if case not in cases
         } | part.failures
         whole.seconds |= {case: s for case, s in part.seconds.items() if case != "total"}
-        whole.parts.append(part_summary(part))
+        whole.parts.extend(part.parts or [part_summary(part)])  # a merged report: its parts
     whole.seconds["total"] = round(sum(p["seconds"] or 0 for p in whole.parts), 1)
     return whole
 

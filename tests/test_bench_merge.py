@@ -66,6 +66,25 @@ def test_a_later_part_replaces_the_earlier_part_s_scenario_and_the_report_lists_
     assert "bbbbbbb" in rows[1]
 
 
+def test_a_merged_report_merges_again_and_keeps_listing_its_parts(moto, tmp_path):
+    """A rerun after the merge goes into the merged report: its parts stay listed one by one."""
+    parts = [peers_part(moto, commit) for commit in ("aaaaaaa", "bbbbbbb", "ccccccc")]
+    paths = []
+    for n, part in enumerate(parts):
+        paths.append(tmp_path / f"part{n}.json")
+        paths[-1].write_text(json.dumps(part.to_json()))
+    first_two = tmp_path / "first-two.json"
+    assert merge.main([str(first_two), *map(str, paths[:2])]) == 0
+    out = tmp_path / "whole.json"
+
+    assert merge.main([str(out), str(first_two), str(paths[2])]) == 0
+
+    whole = Run.from_json(json.loads(out.read_text()))
+    assert [p["commit"] for p in whole.parts] == ["aaaaaaa", "bbbbbbb", "ccccccc"]
+    assert [r.metrics for r in whole.records] == [r.metrics for r in parts[2].records]
+    assert "Made in 3 parts" in out.with_suffix(".md").read_text()
+
+
 def test_parts_of_different_run_modes_are_refused():
     quick, full = Run(mode="quick"), Run(mode="full")
     with pytest.raises(ValueError, match="mix run modes"):
