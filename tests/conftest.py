@@ -30,7 +30,7 @@ os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark-conf")
 from rgw_matrix import select_rgw_matrix
 
 from s3commit_sdk.testing.rgw import RGWServer
-from s3commit_sdk.testing.sandbox import S3Sandbox, local_spark
+from s3commit_sdk.testing.sandbox import DUMMY_ENV, S3Sandbox, local_spark
 
 BUCKET = "test-bucket"
 SERVERS = {"moto": S3Sandbox, "rgw": RGWServer}
@@ -80,8 +80,12 @@ def spark():
     """Real Spark, ``local[2,3]``: two cores, a failed task is retried (3 attempts).
 
     Independent of the S3 server: the driver resolves the endpoint per job and ships it to the
-    tasks, so one session serves both servers.
+    tasks, so one session serves both servers. The JVM and the Python workers it starts keep
+    the environment they started with: the servers' dummy keys (both take the same) are set
+    first, whether or not a server fixture has exported them yet.
     """
+    for name, value in DUMMY_ENV.items():
+        os.environ.setdefault(name, value)
     session = local_spark("local[2,3]", app_name="s3commit-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session
