@@ -283,13 +283,7 @@ def collect_rgw_garbage(server: RGWServer) -> None:
     """Run RGW's garbage collector over every deleted object now. Deleted data stays in the
     OSD's RAM (its capacity, ``memstore_bytes``) until the collector runs, and a scenario that
     replaces data round after round fills it: then every write blocks."""
-    conf = os.path.join(server.dir, "ceph.conf")
-    subprocess.run(
-        ["radosgw-admin", "-c", conf, "gc", "process", "--include-all"],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    server.admin("gc", "process", "--include-all")
 
 
 #: the endpoints this process has started and not stopped

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -112,15 +111,7 @@ def test_rgw_garbage_is_collected_between_rounds(s3_server, s3):
     s3.delete_object(Bucket=BUCKET, Key=key)
 
     def pending() -> list:
-        conf = os.path.join(s3_server.dir, "ceph.conf")
-        listed = subprocess.run(
-            ["radosgw-admin", "-c", conf, "gc", "list", "--include-all"],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return json.loads(listed.stdout)
+        return json.loads(s3_server.admin("gc", "list", "--include-all"))
 
     assert pending(), "the deleted object's tail was never queued for the collector"
     collect_rgw_garbage(s3_server)

@@ -242,8 +242,14 @@ class RGWServer(LocalS3Server):
         assert self.dir is not None
         return os.path.join(self.dir, *parts)
 
-    def _run(self, deadline: float, program: str, *args: str) -> None:
-        """One Ceph command, bounded by the start-up deadline; its output goes into errors."""
+    def admin(self, *args: str, timeout: float = 600) -> str:
+        """``radosgw-admin`` on this cluster (e.g. ``"gc", "process", "--include-all"``); its
+        standard output, JSON for most commands."""
+        return self._run(time.monotonic() + timeout, "radosgw-admin", *args)
+
+    def _run(self, deadline: float, program: str, *args: str) -> str:
+        """One Ceph command, bounded by ``deadline``; its output goes into errors, and its
+        standard output is returned."""
         command = [program, "-c", self._path("ceph.conf"), *args]
         for attempt in range(CANCELED_ATTEMPTS):
             try:
@@ -264,6 +270,7 @@ class RGWServer(LocalS3Server):
             time.sleep(0.1 * (attempt + 1))
         if done.returncode != 0:
             self._fail(f"`{' '.join(command)}` exited with {done.returncode}", done.stderr)
+        return done.stdout
 
     def _spawn(self, name: str, program: str, *args: str) -> None:
         with open(self._path("log", f"{name}.out"), "wb") as out:
