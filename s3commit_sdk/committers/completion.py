@@ -18,7 +18,7 @@ truth behind.
 from __future__ import annotations
 
 import multiprocessing
-import queue
+import multiprocessing.connection
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -139,32 +139,56 @@ def complete_in_processes(
     The processes are our own, not a pool's: when one dies or fails the others are told to
     stop and are waited for, so every completion they sent has landed (or failed) before the
     rollback looks; a pool would kill them with requests in flight.
+
+    Nothing the driver waits on can be held by a worker: a worker killed while holding a
+    lock (an ``Event``'s, a shared ``Queue``'s) would hang the driver, or the other workers,
+    for ever. So the stop signal is a lock-free shared byte, and each worker answers on a
+    pipe of its own, whose end the driver sees when the worker exits however it died.
     """
     options = run.job.options
     context = multiprocessing.get_context("spawn")
-    stop, answers = context.Event(), context.Queue()
+    stop = context.RawValue("b", 0)  # 1: take no more uploads
     flags = context.RawArray("b", len(todo))  # 1: sent (or about to be), by index in todo
     slices = [(start, todo[start : start + SLICE]) for start in range(0, len(todo), SLICE)]
     count = min(options.commit_processes, len(slices))
+    pipes = [context.Pipe(duplex=False) for _ in range(count)]
     workers = [
         context.Process(
             target=_work,
-            args=(run.job.settings, options.threads, slices[n::count], flags, stop, answers),
+            args=(run.job.settings, options.threads, slices[n::count], flags, stop, writer),
             name=f"s3commit-complete-{n}",
             daemon=True,
         )
-        for n in range(count)
+        for n, (_, writer) in enumerate(pipes)
     ]
+    readers = [reader for reader, _ in pipes]
     failures: Failures = []
     try:
-        for worker in workers:
-            worker.start()
-        failures = _gather(run, todo, len(slices), workers, answers, interrupted)
+        try:
+            for worker in workers:
+                worker.start()
+        finally:  # the driver's copies: a reader sees its end only once every writer is closed
+            for _, writer in pipes:
+                writer.close()
+        failures = _gather(run, todo, len(slices), workers, readers, interrupted)
     finally:  # Ctrl-C too: stop the workers, and wait for the completions they sent
-        stop.set()
-        failures += _drain(run, todo, workers, answers)
+        stop.value = 1
+        failures += _drain(run, todo, workers, readers)
         run.sent += [commit for index, commit in enumerate(todo) if flags[index]]
     return failures
+
+
+def _reports(readers: list[Any]) -> list[tuple]:
+    """The reports ready within a moment; a reader whose worker has exited is closed and
+    dropped from ``readers``."""
+    reports = []
+    for reader in multiprocessing.connection.wait(readers, timeout=0.2):
+        try:
+            reports.append(reader.recv())
+        except EOFError:  # the worker exited (or died, maybe mid-report)
+            reader.close()
+            readers.remove(reader)
+    return reports
 
 
 def _gather(
@@ -172,36 +196,33 @@ def _gather(
     todo: list[PendingUpload],
     slices: int,
     workers: list[Any],
-    answers: Any,
+    readers: list[Any],
     interrupted: Callable[[], bool],
 ) -> Failures:
     """Every slice's answers, until the first failure, a dead worker or a held interrupt."""
     while slices:
-        try:
-            report = answers.get(timeout=0.2)
-        except queue.Empty:
-            dead = [w for w in workers if w.exitcode not in (None, 0)]
-            if dead:
-                return [(None, _died(dead[0]))]
-            if interrupted():
-                return []
-            continue
-        slices -= 1
-        failures = _record(run, todo, report)
+        reports = _reports(readers)
+        slices -= len(reports)
+        failures = [failure for report in reports for failure in _record(run, todo, report)]
         if failures:
             return failures
+        dead = [w for w in workers if w.exitcode not in (None, 0)]
+        if dead:
+            return [(None, _died(dead[0]))]
+        if not reports and interrupted():
+            return []
     return []
 
 
-def _drain(run: CommitRun, todo: list[PendingUpload], workers: list[Any], answers: Any) -> Failures:
-    """Wait for every worker to end, taking what they still report (a queue must be read for
-    its writer to exit)."""
+def _drain(
+    run: CommitRun, todo: list[PendingUpload], workers: list[Any], readers: list[Any]
+) -> Failures:
+    """Wait for every worker to end, taking what they still report (a pipe must be read for
+    its writer to go on)."""
     failures: Failures = []
-    while any(w.is_alive() for w in workers) or not answers.empty():
-        try:
-            failures += _record(run, todo, answers.get(timeout=0.2))
-        except queue.Empty:
-            continue
+    while readers:
+        for report in _reports(readers):
+            failures += _record(run, todo, report)
     for worker in workers:
         worker.join()
     return failures
@@ -231,7 +252,7 @@ def _work(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     store = open_store(settings, threads=threads)
     for start, commits in slices:
-        if stop.is_set():
+        if stop.value:
             return
         answered: list[tuple[int, str | None]] = []
         failures: list[tuple[int, BaseException]] = []
@@ -243,7 +264,7 @@ def _work(
             lambda index, _: flags.__setitem__(index, 1),
             answered,
             failures,
-            stop.is_set,
+            lambda: bool(stop.value),
         )
         # errors go as text: not every error pickles
-        answers.put((answered, [(index, str(exc)) for index, exc in failures]))
+        answers.send((answered, [(index, str(exc)) for index, exc in failures]))
