@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,8 @@ from .harness import (
     Run,
     Sample,
     aggregate,
+    cpu_of,
     proxied,
-    server_pids,
-    tree_cpu_seconds,
 )
 
 #: what s3commit_sdk.writers compresses Parquet with, and Spark's default: the floor writes alike
@@ -149,12 +148,6 @@ def sample(outcome: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def client_cpu() -> float:
-    """CPU of this process and what it started (Spark's JVM, the Python workers), not the
-    endpoints' servers."""
-    return tree_cpu_seconds([os.getpid()], excluding=server_pids())
-
-
 def interleaved_writes(
     chosen: list[Writer],
     df,
@@ -178,10 +171,9 @@ def interleaved_writes(
         for writer in chosen:
             endpoint.reset()
             before()
-            client, server = client_cpu(), tree_cpu_seconds(endpoint.pids)
-            outcome = writer.write(df, f"{endpoint.url}/run/{i}", partition_by, extra)
-            outcome["client_cpu_s"] = client_cpu() - client
-            outcome["server_cpu_s"] = tree_cpu_seconds(endpoint.pids) - server
+            url = f"{endpoint.url}/run/{i}"
+            used, outcome = cpu_of(endpoint, partial(writer.write, df, url, partition_by, extra))
+            outcome.update(used)
             last[writer.name] = after(outcome)
             if endpoint.pending_uploads():
                 raise RuntimeError(f"{writer.name} left pending uploads")

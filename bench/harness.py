@@ -324,6 +324,25 @@ def tree_cpu_seconds(roots: list[int], excluding: list[int] = ()) -> float:
     return sum(used.get(pid, 0.0) for pid in tree)
 
 
+def client_cpu_seconds() -> float:
+    """CPU of this process and what it started (Spark's JVM, the Python workers), not the
+    endpoints' servers."""
+    return tree_cpu_seconds([os.getpid()], excluding=server_pids())
+
+
+def cpu_of(endpoint: Endpoint, action: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+    """``action``'s client CPU (:func:`client_cpu_seconds`) and ``endpoint``'s server CPU, as
+    ``client_cpu_s`` and ``server_cpu_s``, and what it returned. On 2 cores shared with the
+    server, their sum over the cores is the least time the action could take."""
+    client, server = client_cpu_seconds(), tree_cpu_seconds(endpoint.pids)
+    value = action()
+    used = {
+        "client_cpu_s": client_cpu_seconds() - client,
+        "server_cpu_s": tree_cpu_seconds(endpoint.pids) - server,
+    }
+    return used, value
+
+
 @contextmanager
 def proxied(endpoint: Endpoint, rules: list) -> Iterator[tuple[Any, str]]:
     """The fault proxy in front of ``endpoint`` with ``rules``: (proxy, its endpoint URL)."""

@@ -109,6 +109,7 @@ def run_s3commit(
     results: list[Any] = []
     metrics = timed_overwrites(
         repeats,
+        endpoint,
         frames,
         lambda: results.append(write(frames.update, "replace")),
         after=lambda: no_pending(endpoint, OURS),
@@ -219,7 +220,7 @@ def pyiceberg_runner(append: bool) -> Callable[[Endpoint, Frames, int, str], tup
             else:
                 target.dynamic_partition_overwrite(update)
 
-        metrics = timed_overwrites(repeats, frames, lambda: write(table))
+        metrics = timed_overwrites(repeats, endpoint, frames, lambda: write(table))
         with FaultProxy(endpoint.endpoint) as proxy:
             write(pyiceberg_catalog(uri, proxy.endpoint).load_table(f"{NAMESPACE}.{name}"))
             counts = proxy.counts

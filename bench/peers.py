@@ -34,7 +34,18 @@ import pandas as pd
 
 from s3commit_sdk import write_committed
 
-from .harness import KINDS, MIB, Endpoint, Record, Run, Sample, aggregate, measure, timed
+from .harness import (
+    KINDS,
+    MIB,
+    Endpoint,
+    Record,
+    Run,
+    Sample,
+    aggregate,
+    cpu_of,
+    measure,
+    timed,
+)
 
 SCENARIO = "peers"
 MODE = "overwrite partitions"
@@ -143,20 +154,29 @@ def version(distribution: str) -> str:
 
 
 def timed_overwrites(
-    repeats: int, frames: Frames, write: Callable[[], Any], after: Callable[[], None] | None = None
+    repeats: int,
+    endpoint: Endpoint,
+    frames: Frames,
+    write: Callable[[], Any],
+    after: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Time ``write`` ``repeats`` times; ``after`` runs untimed after each (checks)."""
-    return measure(repeats, lambda _: overwrite_sample(frames, write, after))
+    return measure(repeats, lambda _: overwrite_sample(endpoint, frames, write, after))
 
 
 def overwrite_sample(
-    frames: Frames, write: Callable[[], Any], after: Callable[[], None] | None = None
+    endpoint: Endpoint,
+    frames: Frames,
+    write: Callable[[], Any],
+    after: Callable[[], None] | None = None,
 ) -> Sample:
-    """One timed overwrite: seconds and MiB/s; ``after`` runs untimed (checks)."""
-    seconds, _result = timed(write)
+    """One timed overwrite: seconds, MiB/s, and the CPU it took of the client (this process:
+    an in-process tool's threads, Rust's too) and of the server; ``after`` runs untimed
+    (checks)."""
+    used, (seconds, _result) = cpu_of(endpoint, partial(timed, write))
     if after is not None:
         after()
-    return {"seconds": seconds, "mib_per_s": frames.update_mib / seconds}
+    return {"seconds": seconds, "mib_per_s": frames.update_mib / seconds, **used}
 
 
 @dataclass
@@ -394,7 +414,7 @@ def run_peers(
             for tool in rotated(list(peers), round_number):
                 peer = peers[tool]
                 try:
-                    sample = overwrite_sample(frames, peer.overwrite, peer.after)
+                    sample = overwrite_sample(endpoint, frames, peer.overwrite, peer.after)
                 except Exception as exc:
                     failed(tool, exc)
                     continue

@@ -50,6 +50,14 @@ def cell(record: Record, metric: str, digits: int = 2) -> str:
     return f"{found['median']:.{digits}f} [{found['min']:.{digits}f}-{found['max']:.{digits}f}]"
 
 
+def cpu_columns(digits: int) -> list[tuple[str, Callable[[Record], str]]]:
+    """The client's and the server's CPU seconds, as columns of a scenario's table."""
+    return [
+        ("client CPU s", lambda r: cell(r, "client_cpu_s", digits)),
+        ("server CPU s", lambda r: cell(r, "server_cpu_s", digits)),
+    ]
+
+
 def table(head: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
@@ -331,8 +339,10 @@ def _peers(run: Run, kind: str) -> Found:
 
 
 def _ahead_of_deltalake(run: Run, kind: str) -> Found:
-    """Each of our committers against deltalake, round by round (``bench/peers.py``)."""
+    """Each of our committers against deltalake, round by round (``bench/peers.py``), with
+    the CPU each side took where the run measured it."""
     found = []
+    theirs = run.of("peers", endpoint=kind, tool="deltalake")
     for record in run.of("peers", endpoint=kind):
         ratio = record.notes.get("round_ratios", {}).get("deltalake")
         if ratio is not None:
@@ -340,10 +350,20 @@ def _ahead_of_deltalake(run: Run, kind: str) -> Found:
                 (
                     ratio <= AHEAD_OF_DELTALAKE,
                     f"{record.labels['tool']}: {ratio:.3f}x deltalake "
-                    f"({record.median('seconds'):.2f} s; median of per-round ratios)",
+                    f"({record.median('seconds'):.2f} s; median of per-round ratios)"
+                    + _cpu_beside(record, theirs[0] if theirs else None),
                 )
             )
     return found
+
+
+def _cpu_beside(ours: Record, theirs: Record | None) -> str:
+    """Client and server CPU, ours then the peer's (medians), where both were measured."""
+    metrics = ("client_cpu_s", "server_cpu_s")
+    if theirs is None or not all(m in r.metrics for m in metrics for r in (ours, theirs)):
+        return ""
+    client, server = (f"{ours.median(m):.2f} s vs {theirs.median(m):.2f} s" for m in metrics)
+    return f"; client CPU {client}, the server's {server}"
 
 
 def _stream_commit(run: Run, kind: str) -> Found:
@@ -743,8 +763,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("task write s", lambda r: cell(r, "task_write_s")),
             ("task commit s", lambda r: cell(r, "task_commit_s")),
             ("job commit s", lambda r: cell(r, "job_commit_s")),
-            ("client CPU s", lambda r: cell(r, "client_cpu_s", 1)),
-            ("server CPU s", lambda r: cell(r, "server_cpu_s", 1)),
+            *cpu_columns(1),
             ("x Spark's writer", lambda r: cell(r, "x_spark")),
             ("CPU x Spark's", lambda r: cell(r, "cpu_x_spark")),
             ("files", lambda r: str(r.notes["files"])),
@@ -800,6 +819,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
         [
             ("s", lambda r: cell(r, "seconds")),
             ("MiB/s", lambda r: cell(r, "mib_per_s", 1)),
+            *cpu_columns(2),
             ("protocol", lambda r: r.notes.get("protocol", r.notes.get("error", ""))),
         ],
     ),
@@ -829,6 +849,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, Callable[[Record], str]]]]] = [
             ("MiB/s", lambda r: cell(r, "mib_per_s", 1)),
             ("job commit s", lambda r: cell(r, "job_commit_s")),
             ("iceberg commit s", lambda r: cell(r, "iceberg_commit_s")),
+            *cpu_columns(2),
             ("S3 requests of one commit", iceberg.requests_cell),
             ("by operation", iceberg.operations_cell),
             ("files / snapshots per write", iceberg.shape_cell),

@@ -77,6 +77,9 @@ def test_rounds_interleave_the_tools_and_every_tool_gets_a_record(endpoint, monk
     records = {r.labels["tool"]: r for r in run.records}
     assert set(records) == {partitioned, magic, "deltalake"}
     assert all(r.metrics["seconds"]["n"] == 3 for r in records.values())
+    # each write's CPU, the client's (this process: deltalake's Rust threads too) and moto's
+    assert all(r.median("client_cpu_s") > 0 for r in records.values())
+    assert sum(r.metrics["server_cpu_s"]["max"] for r in records.values()) > 0
     for tool in peers.OUR_TOOLS:
         assert records[tool].notes["options"] == {"multipart.size": "5M"}
         assert set(records[tool].notes["round_ratios"]) == {"deltalake"}

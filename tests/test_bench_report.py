@@ -1,5 +1,6 @@
-"""The report's verdict on requests per file: the per-job and per-task constants are the ones
-docs/reference/requests.md lists, so a job that makes exactly those is met, one more is not."""
+"""The report's verdicts. Requests per file: the per-job and per-task constants are the ones
+docs/reference/requests.md lists, so a job that makes exactly those is met, one more is not.
+Ahead of deltalake: judged on the per-round ratios, with each side's CPU beside them."""
 
 from __future__ import annotations
 
@@ -59,3 +60,30 @@ def test_one_request_more_than_documented_misses_the_target():
     met, measured = verdict(counts_of_a_documented_append({"GetObject": 1}))
     assert not met
     assert "2.06 + parts per file (74 requests" in measured
+
+
+def peers_record(tool: str, seconds: float, cpu: tuple[float, float] | None, **notes) -> Record:
+    metrics = {"seconds": {"median": seconds, "min": seconds, "max": seconds, "n": 3}}
+    for name, value in zip(("client_cpu_s", "server_cpu_s"), cpu or (), strict=False):
+        metrics[name] = {"median": value, "min": value, "max": value, "n": 3}
+    return Record("peers", {"endpoint": "rgw", "tool": tool}, metrics, notes)
+
+
+def deltalake_verdict(ours_cpu, theirs_cpu) -> tuple[bool, str]:
+    run = Run(mode="full", endpoints=["rgw"])
+    run.add(peers_record("s3commit-sdk", 2.0, ours_cpu, round_ratios={"deltalake": 0.97}))
+    run.add(peers_record("deltalake", 2.1, theirs_cpu))
+    (target,) = [t for t in evaluate(run) if "deltalake" in t.name]
+    return target.met, target.measured
+
+
+def test_the_deltalake_verdict_quotes_both_sides_cpu():
+    met, measured = deltalake_verdict((1.6, 2.05), (1.64, 2.44))
+    assert not met  # 0.97x: the target asks for 0.95x
+    assert "0.970x deltalake" in measured
+    assert "client CPU 1.60 s vs 1.64 s, the server's 2.05 s vs 2.44 s" in measured
+
+
+def test_a_run_without_cpu_figures_gives_the_ratio_alone():
+    _, measured = deltalake_verdict(None, (1.64, 2.44))
+    assert "0.970x deltalake" in measured and "CPU" not in measured
