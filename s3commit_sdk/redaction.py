@@ -9,9 +9,10 @@ held now (secret keys, session tokens) become ``***``.
 
 Secrets are held for as long as something that can log them exists:
 
-- every store holds its own credentials while it lives (:func:`hold_secrets`, called where
-  ``S3Store`` is built, whatever the credentials' source), so the requests of any store are
-  redacted, whoever made it: a job, the listing after a failure, the widgets, the CLI;
+- every S3 client holds its own credentials while it lives (:func:`hold_secrets`, called
+  where the stores' client is built, whatever the credentials' source), so the requests of
+  any store are redacted, whoever made it: a job, the listing after a failure, the widgets,
+  the CLI;
 - a block holds secrets known before any store exists (:func:`redacted_logs`: a job's driver
   steps, a CLI command).
 
@@ -139,7 +140,7 @@ def _install_factory() -> None:
 
 def hold_secrets(owner: object, *secrets: str | None) -> None:
     """Redact ``secrets`` (and request headers) in every log record made while ``owner``
-    lives: a store holds its own credentials this way."""
+    lives: an S3 client holds its own credentials this way."""
     weakref.finalize(owner, _HOLDS.release, _HOLDS.add(secrets))
 
 

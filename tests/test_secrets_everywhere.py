@@ -1,6 +1,6 @@
 """Secrets stay out of DEBUG logs on every S3 call the SDK makes, whatever the credentials' source.
 
-Every store holds its own credentials for as long as it lives (``redaction.hold_secrets``), so
+Every store's client holds its credentials for as long as it lives (``redaction.hold_secrets``), so
 the calls made outside a job's driver steps are redacted too: the listing after a failed job,
 ``recover`` / ``abort``, the widgets' own calls and the CLI. Each test captures the DEBUG
 records of botocore, urllib3 and the SDK (the root logger at DEBUG) while every path runs, then

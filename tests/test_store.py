@@ -178,6 +178,38 @@ def test_request_counters_count_by_operation(store, s3, dest):
     assert store.counters.snapshot()["ListObjectsV2"] == 1
 
 
+def test_stores_built_alike_share_a_client_and_each_counts_its_own_requests(s3_server, dest):
+    """A client costs ~20 ms of CPU to build and every write opens several stores: stores of
+    the same settings share one, and from many threads at once each still counts only the
+    requests it sent itself."""
+    stores = [open_store(None) for _ in range(4)]
+    assert len({id(store.client) for store in stores}) == 1
+    assert open_store(None, threads=40).client is not stores[0].client  # a larger pool
+
+    def heads(pair: tuple[int, object]) -> None:
+        n, store = pair
+        for _ in range(n):
+            store.head(BUCKET, dest.dir + "missing")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(heads, enumerate(stores, 1)))
+    assert [s.counters.snapshot() for s in stores] == [{"HeadObject": n} for n in (1, 2, 3, 4)]
+
+
+def test_a_changed_environment_builds_a_new_client(s3_server, monkeypatch, tmp_path):
+    """Credentials and proxies that boto3 reads from the environment or the shared files when
+    it builds a client: a change to them is never answered by a client built before it."""
+    before = open_store(None).client
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
+    changed = open_store(None).client
+    assert changed is not before
+    config = tmp_path / "config"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    unwritten = open_store(None).client
+    config.write_text("[default]\n")
+    assert open_store(None).client is not unwritten
+
+
 # -- objects ----------------------------------------------------------------------------------
 
 

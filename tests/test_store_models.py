@@ -1,7 +1,7 @@
 """Every store of a process shares botocore's parsed service models.
 
-Each task attempt and each job makes its own store; a store used to parse the S3 service model
-and the endpoint rules again (about 0.2 s of CPU each, the largest cost of a small in-process
+Each task attempt and each job makes its own store; a new client used to parse the S3 service
+model and the endpoint rules again (about 0.2 s of CPU each, the largest cost of a small in-process
 write, found with py-spy in the peers benchmark).
 """
 
@@ -25,8 +25,9 @@ def test_a_new_store_reads_no_model_file(s3_server, monkeypatch):
         return original(self, file_path, *args, **kwargs)
 
     monkeypatch.setattr(botocore.loaders.JSONFileLoader, "load_file", recording)
-    stores = [S3Store(settings, pool_size=36) for _ in range(3)]
+    # pools of different sizes: each store builds a client of its own (alike, they would share)
+    stores = [S3Store(settings, pool_size=size) for size in (36, 37, 38)]
     for store in stores:
-        store.check_bucket(BUCKET)  # each still has a working client of its own
+        store.check_bucket(BUCKET)
     assert read == []
     assert len({id(store.client) for store in stores}) == 3

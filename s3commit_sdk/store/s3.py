@@ -8,12 +8,13 @@ both go into ``_SUCCESS``.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -257,40 +258,117 @@ def _secrets_of(settings: S3Settings, session: boto3.session.Session) -> tuple[s
     return frozen.secret_key, frozen.token
 
 
+#: the counters of the store whose request this thread is sending (:meth:`S3Store._call`): a
+#: client is shared by the stores built alike, and each counts only its own requests
+_SENDING_FOR: contextvars.ContextVar[RequestCounters | None] = contextvars.ContextVar(
+    "s3commit_sending_for", default=None
+)
+#: clients kept per process, the least recently used dropped first
+_CLIENTS_KEPT = 16
+_CLIENTS: OrderedDict[tuple, Any] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
+#: what boto3 reads from the environment when it builds a client, beside the settings
+_CLIENT_ENVIRONMENT = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy")
+
+
+def _client_key(settings: S3Settings, pool_size: int) -> tuple | None:
+    """What a client is built from: the settings and their credentials provider, the pool, the
+    process (a forked child builds its own), the environment's ``AWS_*`` variables and proxies,
+    and when the shared config and credentials files last changed. None if unhashable."""
+    environ = tuple(
+        sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("AWS_") or k in _CLIENT_ENVIRONMENT
+        )
+    )
+    files = []
+    for variable, default in (
+        ("AWS_CONFIG_FILE", "config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+    ):
+        path = os.path.expanduser(os.environ.get(variable, f"~/.aws/{default}"))
+        try:
+            files.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            files.append(None)
+    key = (os.getpid(), settings, settings.credentials_provider, pool_size, environ, tuple(files))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _count_sent(event_name: str, **_: object) -> None:
+    counters = _SENDING_FOR.get()
+    if counters is not None:
+        counters.add(event_name.rsplit(".", 1)[-1])
+
+
+def _build_client(settings: S3Settings, pool_size: int) -> Any:
+    """A new client for ``settings``; its secrets stay out of every log record while it lives
+    (redaction.py), however long the stores using it live."""
+    if settings.credentials_provider is not None:
+        session = provider_session(settings.credentials_provider)
+    else:
+        session = _session(settings.profile if not settings.access_key else None)
+    checksums = settings.checksums
+    if checksums in (None, "auto"):
+        # a custom endpoint is an S3-compatible store: send checksums only where required
+        checksums = "when_required" if settings.endpoint_url else None
+    config = botocore.config.Config(
+        # one attempt per call: _call retries, by the budgets of settings.retry
+        retries={"mode": settings.retry_mode, "total_max_attempts": 1},
+        max_pool_connections=max(pool_size, 10),
+        region_name=settings.region or "us-east-1",
+        s3={"addressing_style": "path"} if settings.path_style else None,
+        request_checksum_calculation=checksums,
+        response_checksum_validation=checksums,
+    )
+    client = session.client(
+        "s3",
+        endpoint_url=settings.endpoint_url,
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key,
+        aws_session_token=settings.session_token,
+        config=config,
+    )
+    client.meta.events.register("before-send.s3.*", _count_sent)
+    hold_secrets(client, *_secrets_of(settings, session), *settings.requests.secrets())
+    return client
+
+
+def _shared_client(settings: S3Settings, pool_size: int) -> Any:
+    """The process's client for ``settings`` (boto3's clients are thread-safe), built on first
+    use. Building one costs about 20 ms of CPU (botocore registers some 1,400 event handlers
+    per session) and every write opened three or four stores: a third of the client's CPU in
+    a small pandas write (``bench/peers.py``, profiled with py-spy). Kept clients also keep
+    their connections open from one job to the next."""
+    key = _client_key(settings, pool_size)
+    if key is None:
+        return _build_client(settings, pool_size)
+    with _CLIENTS_LOCK:
+        found = _CLIENTS.get(key)
+        if found is not None:
+            _CLIENTS.move_to_end(key)
+            return found
+    built = _build_client(settings, pool_size)
+    with _CLIENTS_LOCK:
+        found = _CLIENTS.setdefault(key, built)
+        while len(_CLIENTS) > _CLIENTS_KEPT:
+            _CLIENTS.popitem(last=False)
+    return found
+
+
 class S3Store:
-    """One boto3 client with a pool sized to the caller's thread count, and its counters."""
+    """A boto3 client with a pool sized to the caller's thread count, and this store's
+    counters. Stores built alike share one client per process (:func:`_shared_client`)."""
 
     def __init__(self, settings: S3Settings, pool_size: int = 10) -> None:
         self.settings = settings
         self.counters = RequestCounters()
-        if settings.credentials_provider is not None:
-            session = provider_session(settings.credentials_provider)
-        else:
-            session = _session(settings.profile if not settings.access_key else None)
-        # this store's secrets stay out of every log record while it lives (redaction.py)
-        hold_secrets(self, *_secrets_of(settings, session), *settings.requests.secrets())
-        checksums = settings.checksums
-        if checksums in (None, "auto"):
-            # a custom endpoint is an S3-compatible store: send checksums only where required
-            checksums = "when_required" if settings.endpoint_url else None
-        config = botocore.config.Config(
-            # one attempt per call: _call retries, by the budgets of settings.retry
-            retries={"mode": settings.retry_mode, "total_max_attempts": 1},
-            max_pool_connections=max(pool_size, 10),
-            region_name=settings.region or "us-east-1",
-            s3={"addressing_style": "path"} if settings.path_style else None,
-            request_checksum_calculation=checksums,
-            response_checksum_validation=checksums,
-        )
-        self.client = session.client(
-            "s3",
-            endpoint_url=settings.endpoint_url,
-            aws_access_key_id=settings.access_key,
-            aws_secret_access_key=settings.secret_key,
-            aws_session_token=settings.session_token,
-            config=config,
-        )
-        self.client.meta.events.register("before-send.s3.*", self._count)
+        self.client = _shared_client(settings, pool_size)
         self._added: dict[str, dict[str, Any]] = {}
 
     def _request_options(self, operation: str) -> dict[str, Any]:
@@ -307,9 +385,6 @@ class S3Store:
             wanted = self.settings.requests.arguments(operation)
             added = self._added[operation] = {k: v for k, v in wanted.items() if k in takes}
         return added
-
-    def _count(self, event_name: str, **_: object) -> None:
-        self.counters.add(event_name.rsplit(".", 1)[-1])
 
     # -- errors, retries and pages -------------------------------------------------------------
     def _call(self, what: str, bucket: str, fn, tolerate: tuple[str, ...] = (), **kwargs):
@@ -328,7 +403,11 @@ class S3Store:
         throttled = transient = 0
         while True:
             try:
-                return fn(Bucket=bucket, **kwargs)
+                sending = _SENDING_FOR.set(self.counters)
+                try:
+                    return fn(Bucket=bucket, **kwargs)
+                finally:
+                    _SENDING_FOR.reset(sending)
             except botocore.exceptions.ClientError as exc:
                 code = _error_code(exc)
                 if code in tolerate:
