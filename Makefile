@@ -124,7 +124,7 @@ SUITE := $(PY) -m pytest -q -p no:cacheprovider tests notebooks --nbval-lax --du
 # The suite CI runs: every test but those marked `long` (minutes each), on moto; on Ceph RGW
 # the in-process tests with their first parameter set (tests/rgw_matrix.py).
 test: system-deps $(DEMO) $(DEV) $(DOCS) $(BENCH)
-	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 60 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 2 minutes)"
+	@echo "make test: the suite but its long tests, notebooks and browser on moto$(if $(filter rgw,$(TEST_NEEDS)), and Ceph RGW): about 60 minutes on 2 cores (make test-all: about 2 hours; make test-fast: about 13 minutes)"
 	$(SUITE) -m "not long"
 
 # make test and the tests marked `long`: Spark workers, executors and streams killed and
@@ -132,7 +132,7 @@ test: system-deps $(DEMO) $(DEV) $(DOCS) $(BENCH)
 test-all: system-deps $(DEMO) $(DEV) $(DOCS) $(BENCH)
 	$(SUITE)
 
-# The in-process tests on moto, under 2 minutes: no Spark, cluster, browser, notebook or RGW, and
+# The in-process tests on moto, about 13 minutes: no Spark, cluster, browser, notebook or RGW, and
 # not the fault suite (its killed drivers and retry storms take minutes: `make faults`).
 FAST := not spark and not cluster and not browser and not notebook and not rgw and not slow
 test-fast: setup $(DEV)
