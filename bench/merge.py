@@ -2,10 +2,11 @@
 
 A full ``make bench`` takes longer than one sitting (job commit at 100,000 files alone is about
 40 minutes per round and endpoint), so it can be run in parts with ``bench.run --only`` and
-``--endpoints``, and the parts merged. A later part's records of a scenario on an endpoint
-replace an earlier part's (a rerun after a fix); every part's start, code commit, cases and
-time are kept, and the report lists them, so what was measured with which code stays visible.
-A merged report can be a part: a later rerun merges into it, and its own parts stay listed.
+``--endpoints``, and the parts merged. A later part's record replaces an earlier part's of
+the same scenario and labels (a rerun after a fix; the same scenario at other sizes stays);
+every part's start, code commit, cases and time are kept, and the report lists them, so what
+was measured with which code stays visible. A merged report can be a part: a later rerun
+merges into it, and its own parts stay listed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .harness import KINDS, Run
+from .harness import KINDS, Record, Run
 from .report import charts, evaluate, markdown
 
 
@@ -31,8 +32,9 @@ def part_summary(run: Run) -> dict[str, Any]:
 
 
 def merged(parts: list[Run]) -> Run:
-    """The parts as one run: later parts' records replace earlier ones of the same scenario on
-    the same endpoint; failures of a case that a later part ran again are dropped."""
+    """The parts as one run: later parts' records replace earlier ones of the same scenario and
+    labels (endpoint, size, writer, ...); failures of a case that a later part ran again are
+    dropped."""
     modes = {part.mode for part in parts}
     if len(modes) != 1:
         raise ValueError(f"the parts mix run modes {sorted(modes)}: merge full runs only")
@@ -43,10 +45,8 @@ def merged(parts: list[Run]) -> Run:
         machine_info={k: v for k, v in parts[0].machine_info.items() if k != "commit"},
     )
     for part in parts:
-        rerun = {(r.scenario, r.labels.get("endpoint")) for r in part.records}
-        whole.records = [
-            r for r in whole.records if (r.scenario, r.labels.get("endpoint")) not in rerun
-        ] + part.records
+        rerun = {_identity(r) for r in part.records}
+        whole.records = [r for r in whole.records if _identity(r) not in rerun] + part.records
         cases = {case for case in part.seconds if case != "total"}
         whole.failures = {
             case: error for case, error in whole.failures.items() if case not in cases
@@ -55,6 +55,11 @@ def merged(parts: list[Run]) -> Run:
         whole.parts.extend(part.parts or [part_summary(part)])  # a merged report: its parts
     whole.seconds["total"] = round(sum(p["seconds"] or 0 for p in whole.parts), 1)
     return whole
+
+
+def _identity(record: Record) -> str:
+    """What a record measured: its scenario and labels (a rerun measures the same again)."""
+    return json.dumps([record.scenario, record.labels], sort_keys=True, default=str)
 
 
 def main(argv: list[str] | None = None) -> int:

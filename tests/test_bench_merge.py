@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 
 from bench import merge, peers
-from bench.harness import Endpoint, Run
+from bench.harness import Endpoint, Record, Run
 from bench.run import run_case
 
 
@@ -95,3 +95,25 @@ def test_a_run_names_the_code_it_measured():
     """The checkout's commit, as git names it (the tests run from the repository)."""
     commit = Run(mode="full").machine_info["commit"]
     assert commit.removesuffix("+dirty").isalnum() and len(commit.removesuffix("+dirty")) >= 7
+
+
+def test_a_part_rerunning_one_size_keeps_the_other_size_of_the_scenario():
+    """Part 6 reran the 1 GiB end-to-end cases: the 4 GiB ones, same scenario, stay."""
+
+    def part(commit: str, sizes: tuple[int, ...], seconds: float) -> Run:
+        run = Run(mode="full", endpoints=["rgw"])
+        run.machine_info["commit"] = commit
+        for size in sizes:
+            for writer in ("direct (unsafe)", "magic"):
+                labels = {"endpoint": "rgw", "writer": writer, "size_mib": size}
+                run.add(Record("end_to_end", labels, {"seconds": {"median": seconds}}, {}))
+        return run
+
+    whole = merge.merged([part("aaaaaaa", (1024, 4096), 1.0), part("bbbbbbb", (1024,), 2.0)])
+    found = {(r.labels["size_mib"], r.labels["writer"]): r.median("seconds") for r in whole.records}
+    assert found == {
+        (1024, "direct (unsafe)"): 2.0,
+        (1024, "magic"): 2.0,
+        (4096, "direct (unsafe)"): 1.0,
+        (4096, "magic"): 1.0,
+    }
