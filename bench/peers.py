@@ -34,18 +34,7 @@ import pandas as pd
 
 from s3commit_sdk import write_committed
 
-from .harness import (
-    KINDS,
-    MIB,
-    Endpoint,
-    Record,
-    Run,
-    Sample,
-    aggregate,
-    cpu_of,
-    measure,
-    timed,
-)
+from .harness import KINDS, MIB, Endpoint, Record, Run, Sample, aggregate, cpu_of, measure, timed
 
 SCENARIO = "peers"
 MODE = "overwrite partitions"

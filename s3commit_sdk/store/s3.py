@@ -403,11 +403,7 @@ class S3Store:
         throttled = transient = 0
         while True:
             try:
-                sending = _SENDING_FOR.set(self.counters)
-                try:
-                    return fn(Bucket=bucket, **kwargs)
-                finally:
-                    _SENDING_FOR.reset(sending)
+                return self._send(fn, Bucket=bucket, **kwargs)
             except botocore.exceptions.ClientError as exc:
                 code = _error_code(exc)
                 if code in tolerate:
@@ -441,6 +437,15 @@ class S3Store:
             time.sleep(pause)
             if start is not None:
                 body.seek(start)
+
+    def _send(self, fn, **kwargs):
+        """One attempt of ``fn``, its requests counted by this store (the client is shared:
+        :func:`_count_sent` adds to the counters named here)."""
+        sending = _SENDING_FOR.set(self.counters)
+        try:
+            return fn(**kwargs)
+        finally:
+            _SENDING_FOR.reset(sending)
 
     def _pages(
         self,
