@@ -39,6 +39,7 @@ for line in sys.stdin:
         elif line.strip() == "exit":
             break  # without stop(): the interpreter's exit must stop the server
         elif line.strip() == "wait":
+            print("waiting", flush=True)  # inside the try: an interrupt from now on is caught
             time.sleep(60)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
@@ -100,7 +101,7 @@ def send(child: subprocess.Popen, line: str) -> None:
 def test_an_interrupt_of_the_kernel_leaves_the_server_running(kernel):
     child, endpoint, server = kernel
     send(child, "wait")
-    time.sleep(0.5)
+    assert child.stdout.readline().strip() == "waiting"  # not a race with the kernel's loop
     os.killpg(child.pid, signal.SIGINT)  # what Kernel > Interrupt does
     assert child.stdout.readline().strip() == "interrupted"
     assert answers(endpoint) and alive(server)
