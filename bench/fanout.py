@@ -37,6 +37,7 @@ from s3commit_sdk.testing.faultproxy import delay
 from .commit_scaling import TASKS, complete_raw, prepare
 from .harness import (
     BUCKET,
+    CpuWindow,
     Endpoint,
     Record,
     Run,
@@ -44,7 +45,6 @@ from .harness import (
     client_config,
     proxied,
     server_pids,
-    tree_cpu_seconds,
 )
 
 SCENARIO = "fanout"
@@ -115,12 +115,12 @@ def fan_out(url: str, messages: list[TaskCommit], processes: int, threads: int) 
         with suppress(threading.BrokenBarrierError):  # a worker failed: its report says why
             start.wait(timeout=START_TIMEOUT_S)
         began = time.monotonic()
-        server_cpu = tree_cpu_seconds(server_pids())  # read outside the window of own_cpu
-        own_cpu = time.process_time()
-        reports = collect(results, workers)
-        seconds = time.monotonic() - began
-        own_cpu = time.process_time() - own_cpu
-        server_cpu = tree_cpu_seconds(server_pids()) - server_cpu
+        # read at its ends only: no sampler thread in the window of own_cpu
+        with CpuWindow({"server": (server_pids(), [])}, interval=None) as server_cpu:
+            own_cpu = time.process_time()
+            reports = collect(results, workers)
+            seconds = time.monotonic() - began
+            own_cpu = time.process_time() - own_cpu
     finally:
         for worker in workers:
             worker.join(timeout=START_TIMEOUT_S)
@@ -133,7 +133,7 @@ def fan_out(url: str, messages: list[TaskCommit], processes: int, threads: int) 
     return {
         "seconds": seconds,
         "proxy_cpu_s": own_cpu,
-        "server_cpu_s": server_cpu,
+        "server_cpu_s": server_cpu.seconds["server"],
         "reports": reports,
     }
 

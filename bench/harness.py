@@ -12,6 +12,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -295,17 +296,19 @@ def server_pids() -> list[int]:
     return [pid for endpoint in RUNNING for pid in endpoint.pids]
 
 
-def tree_cpu_seconds(roots: list[int], excluding: list[int] = ()) -> float:
-    """CPU seconds (user + system) used so far by ``roots`` and all their descendants, the
-    exited ones included once reaped (their time then counts in their parent's), but not by
-    the processes ``excluding`` names or theirs (e.g. the S3 server this process started).
+@dataclass(frozen=True)
+class ProcessCpu:
+    """One process as ``/proc/<pid>/stat`` shows it."""
 
-    On a machine shared with other work, what a writer costs in CPU is steadier than its wall
-    time.
-    """
-    parents: dict[int, int] = {}
-    used: dict[int, float] = {}
+    started: int  # clock ticks after boot: with the pid, it names one process
+    parent: int
+    seconds: float  # user + system CPU of the process itself (all its threads)
+
+
+def process_table() -> dict[int, ProcessCpu]:
+    """Every process on the machine now."""
     tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, ProcessCpu] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -313,34 +316,104 @@ def tree_cpu_seconds(roots: list[int], excluding: list[int] = ()) -> float:
                     fields = stat.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue  # it exited meanwhile
-            # after the name: state, ppid, ..., utime stime cutime cstime (11 to 14)
-            parents[int(entry)] = int(fields[1])
-            used[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
-    tree, added, skipped = set(roots), True, set(excluding)
+            # after the name: state, ppid, ..., utime stime (11, 12), ..., starttime (19)
+            own = (int(fields[11]) + int(fields[12])) / tick
+            table[int(entry)] = ProcessCpu(int(fields[19]), int(fields[1]), own)
+    return table
+
+
+def descendants(table: dict[int, ProcessCpu], roots: list[int], excluding: list[int]) -> set[int]:
+    """``roots`` and every process below them, but not ``excluding`` nor theirs."""
+    tree, added, skipped = set(roots) & table.keys(), True, set(excluding)
     while added:
-        found = {pid for pid, parent in parents.items() if parent in tree} - tree - skipped
+        found = {pid for pid, p in table.items() if p.parent in tree} - tree - skipped
         tree |= found
         added = bool(found)
-    return sum(used.get(pid, 0.0) for pid in tree)
+    return tree
 
 
-def client_cpu_seconds() -> float:
-    """CPU of this process and what it started (Spark's JVM, the Python workers), not the
-    endpoints' servers."""
-    return tree_cpu_seconds([os.getpid()], excluding=server_pids())
+#: seconds between two samples of a CPU window: a process that exits loses at most this much
+CPU_SAMPLE_S = 0.25
+
+
+class CpuWindow:
+    """CPU seconds (user + system) that process trees use while the window is open::
+
+        with CpuWindow({"client": ([os.getpid()], server_pids())}) as cpu:
+            ...
+        cpu.seconds["client"]
+
+    Each tree is ``(roots, excluding)``: the roots and their descendants, without the excluded
+    processes and theirs (e.g. the S3 server this process started). The processes' own times
+    are sampled every ``interval`` seconds (None: at the start and the end only, for trees
+    whose processes outlive the window), and each process counts from its start or the
+    window's, to its last sample. Children's times reaped into a parent are not read: a parent
+    that ignores SIGCHLD (PySpark's daemon, whose idle Python workers Spark kills) reaps them
+    without accounting, and a tree's total read that way fell below zero when workers exited
+    in the window. On a machine shared with other work, what a writer costs in CPU is steadier
+    than its wall time.
+    """
+
+    def __init__(
+        self,
+        trees: dict[str, tuple[list[int], list[int]]],
+        interval: float | None = CPU_SAMPLE_S,
+    ) -> None:
+        self.trees, self.interval = trees, interval
+        self._before: dict[int, ProcessCpu] = {}
+        self._last: dict[str, dict[tuple[int, int], float]] = {name: {} for name in trees}
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+
+    def __enter__(self) -> CpuWindow:
+        self._before = self._sample()
+        if self.interval is not None:
+            self._sampler = threading.Thread(target=self._run, name="cpu-window", daemon=True)
+            self._sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> dict[int, ProcessCpu]:
+        table = process_table()
+        for name, (roots, excluding) in self.trees.items():
+            last = self._last[name]
+            for pid in descendants(table, roots, excluding):
+                last[(pid, table[pid].started)] = table[pid].seconds
+        return table
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Each tree's CPU seconds in the window."""
+        return {
+            name: sum(s - self._at_start(k) for k, s in last.items())
+            for name, last in self._last.items()
+        }
+
+    def _at_start(self, process: tuple[int, int]) -> float:
+        """A process's CPU when the window opened (0: it started in the window)."""
+        pid, started = process
+        before = self._before.get(pid)
+        return before.seconds if before is not None and before.started == started else 0.0
 
 
 def cpu_of(endpoint: Endpoint, action: Callable[[], Any]) -> tuple[dict[str, float], Any]:
-    """``action``'s client CPU (:func:`client_cpu_seconds`) and ``endpoint``'s server CPU, as
-    ``client_cpu_s`` and ``server_cpu_s``, and what it returned. On 2 cores shared with the
-    server, their sum over the cores is the least time the action could take."""
-    client, server = client_cpu_seconds(), tree_cpu_seconds(endpoint.pids)
-    value = action()
-    used = {
-        "client_cpu_s": client_cpu_seconds() - client,
-        "server_cpu_s": tree_cpu_seconds(endpoint.pids) - server,
-    }
-    return used, value
+    """``action``'s client CPU (this process and what it started: Spark's JVM, the Python
+    workers; not the endpoints' servers) and ``endpoint``'s server CPU, as ``client_cpu_s`` and
+    ``server_cpu_s``, and what it returned. On 2 cores shared with the server, their sum over
+    the cores is the least time the action could take."""
+    trees = {"client_cpu_s": ([os.getpid()], server_pids()), "server_cpu_s": (endpoint.pids, [])}
+    with CpuWindow(trees) as cpu:
+        value = action()
+    return cpu.seconds, value
 
 
 @contextmanager
