@@ -350,8 +350,9 @@ class CpuWindow:
     window's, to its last sample. Children's times reaped into a parent are not read: a parent
     that ignores SIGCHLD (PySpark's daemon, whose idle Python workers Spark kills) reaps them
     without accounting, and a tree's total read that way fell below zero when workers exited
-    in the window. On a machine shared with other work, what a writer costs in CPU is steadier
-    than its wall time.
+    in the window. A sample costs about 4 ms of this process's CPU (some 75 processes): 1.5% of
+    a core, in every writer's client CPU alike. On a machine shared with other work, what a
+    writer costs in CPU is steadier than its wall time.
     """
 
     def __init__(

@@ -5,8 +5,9 @@ A full ``make bench`` takes longer than one sitting (job commit at 100,000 files
 ``--endpoints``, and the parts merged. A later part's record replaces an earlier part's of
 the same scenario and labels (a rerun after a fix; the same scenario at other sizes stays);
 every part's start, code commit, cases and time are kept, and the report lists them, so what
-was measured with which code stays visible. A merged report can be a part: a later rerun
-merges into it, and its own parts stay listed.
+was measured with which code stays visible. A run stopped before its end can be a part: its
+``bench/results/<stamp>.partial.json`` holds the cases it finished. A merged report can be a
+part: a later rerun merges into it, and its own parts stay listed.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from .report import charts, evaluate, markdown
 
 
 def part_summary(run: Run) -> dict[str, Any]:
-    """What the report says of one part: when, which code, which cases, how long."""
+    """What the report says of one part: when, which code, which cases, how long (a run
+    stopped before its end, its ``.partial.json``, has no total: its finished cases' time)."""
+    cases = {case: s for case, s in run.seconds.items() if case != "total"}
     return {
         "started": run.started,
         "commit": run.machine_info.get("commit", "unknown"),
-        "cases": sorted(case for case in run.seconds if case != "total"),
-        "seconds": run.seconds.get("total"),
+        "cases": sorted(cases),
+        "seconds": run.seconds.get("total", round(sum(cases.values()), 1)),
     }
 
 

@@ -117,3 +117,17 @@ def test_a_part_rerunning_one_size_keeps_the_other_size_of_the_scenario():
         (4096, "direct (unsafe)"): 1.0,
         (4096, "magic"): 1.0,
     }
+
+
+def test_a_run_stopped_before_its_end_is_a_part_timed_by_its_finished_cases():
+    """Its ``.partial.json`` has no total: the part's time is the sum of its cases'."""
+    stopped = Run(mode="full", endpoints=["moto"])
+    stopped.seconds = {"end to end 1024 MiB on moto": 443.6, "end to end 4096 MiB on moto": 1204.8}
+    finished = Run(mode="full", endpoints=["moto"])
+    finished.seconds = {"peers on moto": 60.0, "total": 75.0}
+    stopped = Run.from_json(json.loads(json.dumps(stopped.to_json())))
+
+    whole = merge.merged([stopped, finished])
+
+    assert [p["seconds"] for p in whole.parts] == [1648.4, 75.0]
+    assert whole.seconds["total"] == 1723.4
