@@ -63,6 +63,13 @@ def table(head: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
 
 
+def last_line(error: str) -> str:
+    """A failure's last line, which says what failed: a traceback's lines would break the
+    table, and the JSON keeps the whole of it."""
+    lines = [line for line in error.splitlines() if line.strip()]
+    return (lines[-1] if lines else error).replace("|", "\\|")
+
+
 def side_by_side(records: list[Record]) -> list[Record]:
     """Records ordered case by case, each case's endpoints together (reference first)."""
     cases: dict[tuple, int] = {}
@@ -642,7 +649,8 @@ def markdown(run: Run, charts: list[str]) -> str:
     lines += _profile_section(run)
     if run.failures:
         lines += ["", "## Failed scenarios (their figures are missing above)", ""]
-        lines += table(["scenario", "error"], [[k, v] for k, v in run.failures.items()])
+        rows = [[k, last_line(v)] for k, v in run.failures.items()]
+        lines += table(["scenario", "error (its last line; the whole of it in the JSON)"], rows)
     lines += ["", "## Wall time per scenario (s)", ""]
     lines += table(["scenario", "s"], [[k, f"{v:.0f}"] for k, v in run.seconds.items()])
     lines += ["", "## Charts", ""] + [f"![{c}]({c})" for c in charts]

@@ -5,7 +5,7 @@ Ahead of deltalake: judged on the per-round ratios, with each side's CPU beside 
 from __future__ import annotations
 
 from bench.harness import Record, Run
-from bench.report import evaluate
+from bench.report import evaluate, markdown
 
 FILES, TASKS, DAYS = 16, 2, 8
 
@@ -87,3 +87,20 @@ def test_the_deltalake_verdict_quotes_both_sides_cpu():
 def test_a_run_without_cpu_figures_gives_the_ratio_alone():
     _, measured = deltalake_verdict(None, (1.64, 2.44))
     assert "0.970x deltalake" in measured and "CPU" not in measured
+
+
+def test_a_failed_scenario_is_one_table_row_with_the_error_last_line():
+    """A failure's traceback spans lines; in the report's table it must stay one row."""
+    run = Run(mode="full", endpoints=["moto"])
+    run.failures["memory on moto"] = (
+        "RuntimeError: magic writing 4096 MiB failed (exit 1):\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n\n'
+        "CommitError: completing 'big/a|b' failed: 500; the job was rolled back.\n"
+    )
+    text = markdown(run, [])
+    rows = [line for line in text.splitlines() if line.startswith("| memory on moto")]
+    assert rows == [
+        "| memory on moto | CommitError: completing 'big/a\\|b' failed: 500; "
+        "the job was rolled back. |"
+    ]
+    assert "Traceback" not in text
