@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from s3commit_sdk.committers import make_committer
@@ -186,11 +187,16 @@ Case = tuple[str, int, int, int]
 
 
 def interleaved(
-    endpoint: Endpoint, cases: list[Case], repeats: int
-) -> dict[Case, dict[str, dict[str, float]]]:
+    endpoint: Endpoint,
+    cases: list[Case],
+    repeats: int,
+    done: Callable[[Case, dict[str, dict[str, float]]], None],
+) -> None:
     """Each case's timed commits, ``repeats`` rounds that each time every case once, in order:
     load from other work on the shared cores falls on all cases alike, so the ratios between
-    them (ours against ``RAW``, 4 GiB against 1 GiB) compare."""
+    them (ours against ``RAW``, 4 GiB against 1 GiB) compare. ``done`` takes each case's
+    figures as soon as its last round is in: a 100,000-file case takes half an hour, and a run
+    stopped in the next case keeps it."""
     samples: dict[Case, list[Sample]] = {case: [] for case in cases}
     for _ in range(repeats):
         for case in cases:
@@ -198,7 +204,8 @@ def interleaved(
             samples[case].append(
                 commit_once(endpoint, committer, files, file_bytes, threads, traced=False)
             )
-    return {case: aggregate(taken) for case, taken in samples.items()}
+            if len(samples[case]) == repeats:
+                done(case, aggregate(samples[case]))
 
 
 #: a traced job commit needs its own prepared uploads; beyond this many files it costs too long
@@ -226,25 +233,25 @@ def run_scaling(
         for committer, files, thread_counts in cases
         if files <= TRACED_MAX_FILES and committer not in (RAW, RECOVERED)  # ours, committing
     }
-    timed = interleaved(
-        endpoint,
-        [(c, files, file_bytes, threads) for c, files, counts in cases for threads in counts],
-        repeats,
-    )
-    for (committer, files, _, threads), metrics in timed.items():
+
+    def add(case: Case, metrics: dict[str, dict[str, float]]) -> None:
+        committer, files, _, threads = case
+        labels = {"endpoint": endpoint.kind, "committer": committer, "files": files}
         run.add(
             Record(
                 "commit_scaling",
-                {
-                    "endpoint": endpoint.kind,
-                    "committer": committer,
-                    "files": files,
-                    "threads": threads,
-                },
+                {**labels, "threads": threads},
                 {**metrics, **heaps.get((committer, files), {})},
                 {"file_bytes": file_bytes},
             )
         )
+
+    interleaved(
+        endpoint,
+        [(c, files, file_bytes, threads) for c, files, counts in cases for threads in counts],
+        repeats,
+        add,
+    )
     endpoint.reset()
 
 
@@ -258,23 +265,19 @@ def run_bytes(
     repeats: int,
 ) -> None:
     """The same file count at different total bytes: commit time should not follow the bytes."""
-    sizes = {total: total * MIB // files for total in totals_mib}
-    timed = interleaved(
-        endpoint, [(committer, files, size, threads) for size in sizes.values()], repeats
-    )
-    for total, file_bytes in sizes.items():
+    totals = {total * MIB // files: total for total in totals_mib}
+
+    def add(case: Case, metrics: dict[str, dict[str, float]]) -> None:
+        file_bytes = case[2]
+        labels = {"endpoint": endpoint.kind, "committer": committer, "files": files}
         run.add(
             Record(
                 "commit_bytes",
-                {
-                    "endpoint": endpoint.kind,
-                    "committer": committer,
-                    "files": files,
-                    "total_mib": total,
-                    "threads": threads,
-                },
-                timed[(committer, files, file_bytes, threads)],
+                {**labels, "total_mib": totals[file_bytes], "threads": threads},
+                metrics,
                 {"file_bytes": file_bytes},
             )
         )
+
+    interleaved(endpoint, [(committer, files, size, threads) for size in totals], repeats, add)
     endpoint.reset()

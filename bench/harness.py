@@ -7,6 +7,7 @@ PNG charts. Every figure is the median of its repetitions, with min and max besi
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -96,11 +98,20 @@ class Run:
     machine_info: dict[str, Any] = field(default_factory=lambda: machine())
     #: a run merged from parts (``bench.merge``): each part's start, commit, cases and time
     parts: list[dict[str, Any]] = field(default_factory=list)
+    #: where the run so far is saved after every record and case (``<stamp>.partial.json``)
+    partial: Path | None = field(default=None, repr=False, compare=False)
 
     def add(self, record: Record) -> Record:
         self.records.append(record)
         print(f"  {record.scenario}: {record.labels} -> {brief(record.metrics)}", flush=True)
+        self.save_partial()
         return record
+
+    def save_partial(self) -> None:
+        """Save what is measured so far: a run stopped in a scenario of an hour or more keeps
+        the cases that scenario finished."""
+        if self.partial is not None:
+            self.partial.write_text(json.dumps(self.to_json(), indent=2))
 
     def of(self, scenario: str, **labels: Any) -> list[Record]:
         return [

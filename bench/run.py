@@ -292,10 +292,16 @@ def run_case(run: Run, name: str, step: Step, endpoint: Endpoint) -> None:
         endpoint.reset()
         step(run, endpoint)
         endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
+    except KeyboardInterrupt:  # stopped: the partial JSON says so, with the cases it finished
+        run.failures[case] = "stopped (SIGINT) before its end: its records are its finished cases"
+        run.seconds[case] = round(time.monotonic() - begun, 1)
+        run.save_partial()
+        raise
     except Exception as error:
         traceback.print_exc()
         run.failures[case] = f"{type(error).__name__}: {error}"
     run.seconds[case] = round(time.monotonic() - begun, 1)
+    run.save_partial()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     results = HERE / "results"
     results.mkdir(parents=True, exist_ok=True)
     partial = results / f"{stamp}.partial.json"  # rebuild a report: python -m bench.report
+    run.partial = partial
     started = time.monotonic()
     with ExitStack() as servers:
         spark = local_spark(app_name="s3commit-bench")
@@ -347,7 +354,6 @@ def main(argv: list[str] | None = None) -> int:
         for name, step in chosen:
             for endpoint in endpoints:
                 run_case(run, name, step, endpoint)
-                partial.write_text(json.dumps(run.to_json(), indent=2))
     run.seconds["total"] = round(time.monotonic() - started, 1)
     run.targets = evaluate(run)
     partial.unlink()

@@ -7,6 +7,7 @@ compare two moments, not two ways of committing. Toy sizes on a real moto server
 
 from __future__ import annotations
 
+import json
 import os
 from unittest import mock
 
@@ -64,3 +65,25 @@ def test_the_bytes_scenario_alternates_its_sizes(moto, monkeypatch):
     assert sizes == [small, large, small, large]
     records = run.of("commit_bytes", endpoint="moto")
     assert [r.labels["total_mib"] for r in records] == [1, 2]
+
+
+def test_a_run_stopped_in_a_later_case_keeps_the_cases_it_finished(moto, monkeypatch, tmp_path):
+    """One 100,000-file case takes half an hour: a run stopped (SIGINT raises
+    KeyboardInterrupt in it) in the next case must keep the finished case in its partial JSON."""
+    commit_once = commit_scaling.commit_once
+
+    def stopped_in_the_raw_case(endpoint, committer, files, file_bytes, threads, traced):
+        if committer == commit_scaling.RAW:
+            raise KeyboardInterrupt
+        return commit_once(endpoint, committer, files, file_bytes, threads, traced)
+
+    monkeypatch.setattr(commit_scaling, "commit_once", stopped_in_the_raw_case)
+    run = Run(mode="quick", endpoints=["moto"], partial=tmp_path / "stamp.partial.json")
+    cases = (("directory", 6, (4,)), (commit_scaling.RAW, 6, (4,)))
+
+    with pytest.raises(KeyboardInterrupt):
+        commit_scaling.run_scaling(run, moto, cases, repeats=1, file_bytes=1024)
+
+    saved = Run.from_json(json.loads(run.partial.read_text()))
+    assert [r.labels["committer"] for r in saved.records] == ["directory"]
+    assert saved.records[0].metrics["job_commit_s"]["n"] == 1

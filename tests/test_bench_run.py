@@ -8,6 +8,7 @@ run for real on a small frame.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -56,6 +57,22 @@ def test_a_failed_case_is_reported_and_the_next_case_starts_on_an_empty_bucket(e
     report = markdown(run, [])
     assert "## Failed scenarios" in report
     assert "| breaks on moto | RuntimeError: the case broke |" in report
+
+
+def test_a_stopped_case_is_saved_as_stopped_and_the_stop_goes_on(environ, tmp_path):
+    """Ctrl-C or ``kill -INT`` ends the run; its partial JSON names the case it stopped in."""
+
+    def stopped(run: Run, endpoint: Endpoint) -> None:
+        raise KeyboardInterrupt
+
+    run = Run(mode="quick", endpoints=["moto"], partial=tmp_path / "stamp.partial.json")
+    with Endpoint("moto") as endpoint, pytest.raises(KeyboardInterrupt):
+        run_case(run, "long", stopped, endpoint)
+
+    saved = Run.from_json(json.loads(run.partial.read_text()))
+    assert list(saved.failures) == ["long on moto"]
+    assert saved.failures["long on moto"].startswith("stopped (SIGINT) before its end")
+    assert "long on moto" in saved.seconds
 
 
 def test_an_endpoint_that_died_fails_the_case_without_running_it(environ):
