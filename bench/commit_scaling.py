@@ -236,11 +236,15 @@ def run_scaling(
 
     def add(case: Case, metrics: dict[str, dict[str, float]]) -> None:
         committer, files, _, threads = case
-        labels = {"endpoint": endpoint.kind, "committer": committer, "files": files}
         run.add(
             Record(
                 "commit_scaling",
-                {**labels, "threads": threads},
+                {
+                    "endpoint": endpoint.kind,
+                    "committer": committer,
+                    "files": files,
+                    "threads": threads,
+                },
                 {**metrics, **heaps.get((committer, files), {})},
                 {"file_bytes": file_bytes},
             )

@@ -294,14 +294,13 @@ def run_case(run: Run, name: str, step: Step, endpoint: Endpoint) -> None:
         endpoint.reset()  # the other endpoint's turn: this one's data leaves the RAM
     except KeyboardInterrupt:  # stopped: the partial JSON says so, with the cases it finished
         run.failures[case] = "stopped (SIGINT) before its end: its records are its finished cases"
-        run.seconds[case] = round(time.monotonic() - begun, 1)
-        run.save_partial()
         raise
     except Exception as error:
         traceback.print_exc()
         run.failures[case] = f"{type(error).__name__}: {error}"
-    run.seconds[case] = round(time.monotonic() - begun, 1)
-    run.save_partial()
+    finally:
+        run.seconds[case] = round(time.monotonic() - begun, 1)
+        run.save_partial()
 
 
 def main(argv: list[str] | None = None) -> int:
