@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import papermill
 import pyarrow as pa
 import pytest
@@ -220,6 +221,32 @@ def test_a_failed_run_ends_with_the_error_not_the_sdks_frames(s3, dest, tmp_path
     assert "day=2026-11-21" in lines[-1]
     assert not [line for line in lines if re.search(r"s3commit_sdk[/\\]\w", line)], lines
     assert pending_uploads(dest.url) == []
+
+
+def test_a_print_the_kernel_flushed_halfway_is_read_as_one_line(tmp_path):
+    """What made a CI run fail: one print reached the notebook as two outputs (the kernel's
+    0.2 s flush fell between its writes on a loaded machine). Here a flush inside the print
+    splits it every time; the helper the tests read lines with joins it again."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(
+        nbformat.v4.new_code_cell(
+            "import sys\n"
+            "class FlushedHalfway:\n"
+            "    def __str__(self):\n"
+            "        sys.stdout.flush()\n"
+            "        return '1'\n"
+            "print('nothing aborted;', FlushedHalfway(), 'upload(s) pending')"
+        )
+    )
+    source = tmp_path / "split.ipynb"
+    nbformat.write(notebook, source)
+    output = tmp_path / "split-run.ipynb"
+    papermill.execute_notebook(
+        str(source), str(output), kernel_name="python3", progress_bar=False, execution_timeout=120
+    )
+    executed = json.loads(output.read_text())
+    assert len(executed["cells"][0]["outputs"]) == 2  # the split this test is about happened
+    assert printed(executed) == ["nothing aborted; 1 upload(s) pending"]
 
 
 NOTEBOOK_04 = NOTEBOOK.with_name("04_pending_uploads.ipynb")
