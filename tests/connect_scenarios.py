@@ -17,6 +17,8 @@ import sys
 import time
 import traceback
 
+from worker_heap_probe import frozen_per_worker
+
 SCHEMA = "id int, city string, day date, amount double"
 COMMITTERS = ("directory", "partitioned", "magic")
 FILTER = "day = date'2026-11-02' AND city IN ('x/y', 'a=b')"
@@ -220,6 +222,9 @@ def main(spec: dict) -> dict:
 
     scenario("read", lambda: read("false"))
     scenario("read-pushdown", lambda: read("true"))
+
+    # asked after the writes above: the server's workers that ran them
+    scenario("worker-heap", lambda: {"frozen": frozen_per_worker(spark)})
     spark.stop()
     return results
 

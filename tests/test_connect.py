@@ -236,6 +236,14 @@ def test_iceberg_on_connect(connect, s3_server):
     assert outcome["then"] == 60 and outcome["now"] == ds.scan().to_arrow().num_rows < 60
 
 
+def test_the_connect_servers_workers_that_ran_writes_freeze_their_heap(connect):
+    """engines/worker_heap.py on a Connect session: the server's reused Python workers that
+    ran the scenarios' writes keep their long-lived heap out of PySpark's per-task collection
+    (the classic session's test is tests/test_worker_heap.py)."""
+    frozen = connect.ok("worker-heap")["frozen"]
+    assert any(count > 10_000 for count in frozen.values()), frozen
+
+
 def test_a_session_without_tags_is_refused_by_name(s3, s3_server):
     with pytest.raises(UnsupportedSessionError, match="addTag, removeTag, interruptTag"):
         write_committed(DataFrame(), f"s3://{BUCKET}/t/never", progress=False)

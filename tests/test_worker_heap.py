@@ -7,7 +7,7 @@ are asked, in later tasks of the same session, whether they froze.
 
 from __future__ import annotations
 
-import pyarrow as pa
+from worker_heap_probe import frozen_per_worker
 
 from s3commit_sdk import write_committed
 
@@ -18,17 +18,5 @@ def test_the_workers_that_ran_a_write_keep_their_heap_out_of_later_collections(s
     )
     assert result.rows == 4000
 
-    def frozen_objects(batches):  # defined here: cloudpickle ships it by value
-        import gc
-        import os
-
-        for _ in batches:
-            pass
-        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "frozen": [gc.get_freeze_count()]})
-
-    # many small tasks: each idle worker of the session's pool takes some of them
-    probes = spark.range(0, 32, numPartitions=32).mapInArrow(
-        frozen_objects, "pid long, frozen long"
-    )
-    frozen = {row.pid: row.frozen for row in probes.collect()}
+    frozen = frozen_per_worker(spark)
     assert any(count > 10_000 for count in frozen.values()), frozen
